@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian build dependency (idempotent) and builds DeepInfer into ./build.
+# Usage: scripts/setup.sh [extra cmake -D options...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libpcre2-dev libutf8proc-dev libopenblas-dev
+  libflatbuffers-dev flatbuffers-compiler
+  libgtest-dev libgmock-dev
+  python3 python3-dev python3-pytest swig golang-go
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  echo "setup: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# CUDA 13 is expected at /usr/local/cuda (not a Debian package); without it the CPU backend builds alone.
+if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j "$jobs"

@@ -1,0 +1,57 @@
+#include "util/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace deepinfer {
+namespace {
+
+LogLevel level_from_env() {
+  const char* v = std::getenv("DEEPINFER_LOG");
+  if (!v) return LogLevel::kWarn;
+  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
+  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
+  if (!std::strcmp(v, "error")) return LogLevel::kError;
+  if (!std::strcmp(v, "off")) return LogLevel::kOff;
+  return LogLevel::kWarn;
+}
+
+std::mutex g_mutex;
+LogSink g_sink;
+std::atomic<LogLevel> g_level{level_from_env()};
+
+const char* level_tag(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kError: return "error";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void set_log_sink(LogSink sink) {
+  std::lock_guard lock(g_mutex);
+  g_sink = std::move(sink);
+}
+
+void set_log_level(LogLevel min_level) { g_level.store(min_level); }
+LogLevel log_level() { return g_level.load(); }
+
+void log_message(LogLevel level, std::string_view message) {
+  if (level < log_level()) return;
+  std::lock_guard lock(g_mutex);
+  if (g_sink) {
+    g_sink(level, message);
+  } else {
+    std::fprintf(stderr, "deepinfer %s: %.*s\n", level_tag(level), static_cast<int>(message.size()),
+                 message.data());
+  }
+}
+
+}  // namespace deepinfer

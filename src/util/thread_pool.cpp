@@ -1,0 +1,80 @@
+#include "util/thread_pool.h"
+
+#include <algorithm>
+
+namespace deepinfer {
+
+ThreadPool::ThreadPool(size_t n_threads) {
+  if (n_threads == 0) n_threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+  for (size_t i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks() {
+  for (;;) {
+    size_t chunk;
+    const std::function<void(size_t, size_t)>* job;
+    {
+      std::lock_guard lock(mutex_);
+      if (!job_ || next_chunk_ >= n_chunks_) return;
+      chunk = next_chunk_++;
+      job = job_;
+    }
+    size_t begin = chunk * job_chunk_;
+    size_t end = std::min(job_n_, begin + job_chunk_);
+    (*job)(begin, end);
+    {
+      std::lock_guard lock(mutex_);
+      if (++chunks_done_ == n_chunks_) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  size_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    run_chunks();
+  }
+}
+
+void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(1, grain);
+  size_t max_chunks = std::max<size_t>(1, n / grain);
+  size_t chunks = std::min(max_chunks, size() * 4);
+  if (chunks <= 1 || workers_.empty()) {
+    fn(0, n);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    job_n_ = n;
+    job_chunk_ = (n + chunks - 1) / chunks;
+    n_chunks_ = (n + job_chunk_ - 1) / job_chunk_;
+    next_chunk_ = 0;
+    chunks_done_ = 0;
+    ++generation_;
+  }
+  wake_.notify_all();
+  run_chunks();
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [&] { return chunks_done_ == n_chunks_; });
+  job_ = nullptr;
+}
+
+}  // namespace deepinfer
