@@ -1,9 +1,11 @@
-// The `deepinfer` command. Subcommands are added as the engine grows.
-#include <CLI/CLI.hpp>
+// The `deepinfer` command: one subcommand per cmd_*.cpp (see commands.h).
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"deepinfer: run DeepSeek-V4-family models"};
   app.require_subcommand(1);
+  int exit_code = 0;
+  deepinfer::cli::add_logits_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  return exit_code;
 }

@@ -1,0 +1,12 @@
+// Each subcommand of `deepinfer` lives in its own cmd_*.cpp and registers itself here.
+// A registration adds the subcommand to the app and sets its callback; the callback's exit code is
+// returned through `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace deepinfer::cli {
+
+void add_logits_command(CLI::App& app, int& exit_code);
+
+}  // namespace deepinfer::cli
