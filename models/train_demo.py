@@ -11,7 +11,7 @@ the loss curve; heldout.txt: held-out text; eval.json: PyTorch's held-out perple
 with the saved bf16 weights in fp32, and greedy samples for a few prompts).
 
 Corpus: the .py files of the standard library installed on that machine (no download), split into
-train / held-out by file. Tokenizer: byte-level BPE trained with HF `tokenizers` using DeepSeek's
+train / held-out by file, plus up to 60 MB of the installed packages' Python source for training. Tokenizer: byte-level BPE trained with HF `tokenizers` using DeepSeek's
 pre-tokenizer, plus DeepSeek's control tokens (bos=0, eos=1, pad=2 as in DeepSeek's vocabulary).
 Model: every architectural feature on (mHC, sliding window, CSA with indexer, HCA, hash and learned MoE).
 """
@@ -37,6 +37,7 @@ SEQ = 512
 BATCH = 32
 VOCAB = 4096
 EVAL_TOKENS = 32768
+MAX_TRAIN_BYTES = 60_000_000
 PROMPTS = ["def fibonacci(n):", "import os\n\n\ndef ", "class Stack:\n    def __init__(self):", "# Sort a list"]
 
 t_start = time.time()
@@ -54,19 +55,40 @@ def log(msg):
 
 
 # ---------------------------------------------------------------------------- corpus
+# The standard library, plus the installed packages' Python source for more (held out: stdlib only).
 stdlib = sysconfig.get_paths()["stdlib"]
-files = sorted(f for f in glob.glob(os.path.join(stdlib, "**", "*.py"), recursive=True)
-               if "site-packages" not in f and "dist-packages" not in f and "/test" not in f
-               and "/idlelib/" not in f and os.path.getsize(f) < 400_000)
-train_text, heldout_text = [], []
-for f in files:
+purelib = sysconfig.get_paths()["purelib"]
+
+
+def python_files(root, exclude):
+    return sorted(f for f in glob.glob(os.path.join(root, "**", "*.py"), recursive=True)
+                  if not any(x in f for x in exclude) and os.path.getsize(f) < 400_000)
+
+
+def read(f):
     try:
-        text = open(f, encoding="utf-8").read()
+        return open(f, encoding="utf-8").read()
     except (UnicodeDecodeError, OSError):
+        return None
+
+
+train_text, heldout_text = [], []
+for f in python_files(stdlib, ("site-packages", "dist-packages", "/test", "/idlelib/")):
+    text = read(f)
+    if text is None:
         continue
     bucket = int(hashlib.sha1(os.path.relpath(f, stdlib).encode()).hexdigest(), 16) % 20
     (heldout_text if bucket == 0 else train_text).append(text)
-log(f"corpus: {stdlib}: {len(train_text)} train files ({sum(map(len, train_text)) / 1e6:.1f} MB), "
+extra = python_files(purelib, ("/test", "/tests/", "_test.py", "/testing/", "/_vendor/"))
+random.Random(1).shuffle(extra)
+budget = MAX_TRAIN_BYTES - sum(map(len, train_text))
+for f in extra:
+    text = read(f)
+    if text is None or len(text) > budget:
+        continue
+    train_text.append(text)
+    budget -= len(text)
+log(f"corpus: {stdlib} + {purelib}: {len(train_text)} train files ({sum(map(len, train_text)) / 1e6:.1f} MB), "
     f"{len(heldout_text)} held-out files")
 
 # ---------------------------------------------------------------------------- tokenizer
