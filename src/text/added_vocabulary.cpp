@@ -1,9 +1,9 @@
 #include "text/added_vocabulary.h"
 
+#include "text/unicode_category.h"
 #include "text/utf8.h"
 
 #include <nlohmann/json.hpp>
-#include <utf8proc.h>
 
 #include <algorithm>
 #include <unordered_set>
@@ -19,24 +19,11 @@ bool is_space(char32_t c) {
 
 // The Rust regex crate's \w: Alphabetic, marks, decimal digits, connector punctuation, joiners.
 bool is_word(char32_t c) {
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_PC:
-      return true;
-    default:
-      // Joiners, and the circled / squared letters that are Alphabetic though not letters.
-      return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
-             (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
-  }
+  const std::string_view cat = general_category(c);
+  if (cat[0] == 'L' || cat[0] == 'M' || cat == "Nd" || cat == "Nl" || cat == "Pc") return true;
+  // Joiners, and the circled / squared letters that are Alphabetic though not letters.
+  return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+         (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
 }
 
 // The character that ends text[0, end).

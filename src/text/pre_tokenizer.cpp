@@ -1,10 +1,10 @@
 #include "text/pre_tokenizer.h"
 
 #include "text/regex.h"
+#include "text/unicode_category.h"
 #include "text/utf8.h"
 
 #include <nlohmann/json.hpp>
-#include <utf8proc.h>
 
 #include <algorithm>
 #include <optional>
@@ -132,8 +132,7 @@ class DigitsStep final : public PreTokenizer::Step {
     std::size_t gap = 0;
     for (std::size_t i = 0; i < piece.size();) {
       const std::size_t start = i;
-      const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(next_code_point(piece, i)));
-      if (cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO) {
+      if (general_category(next_code_point(piece, i))[0] == 'N') {
         if (gap < start) spans.push_back({gap, start, false});
         spans.push_back({start, i, true});
         gap = i;

@@ -1,7 +1,9 @@
 // Regex: the split patterns of tokenizer.json, run by PCRE2 (UTF + UCP, JIT-compiled).
-// HF `tokenizers` runs these patterns with Oniguruma; where the two engines differ in meaning
-// (\s, \w, \h) the pattern is rewritten to Oniguruma's sets, and matches are iterated the way
-// Oniguruma's find_iter does (an empty match right after the previous match is skipped).
+// HF `tokenizers` runs these patterns with Oniguruma; where the two engines differ in meaning, the
+// pattern is rewritten to Oniguruma's: \s, \w and \h take Oniguruma's sets, and general categories
+// (\p{L}, ...) include the characters PCRE2's older Unicode tables lack (unicode_category.h).
+// Matches are iterated as Oniguruma's find_iter does (an empty match right after the previous
+// match is skipped).
 #pragma once
 
 #include "text/function_ref.h"
@@ -28,14 +30,18 @@ class Regex {
   Result<void> for_each_match(std::string_view text, MatchSink on_match) const;
 
  private:
-  struct Compiled;
-  explicit Regex(std::shared_ptr<const Compiled> code) : code_(std::move(code)) {}
-  static Result<Regex> build(const std::string& pattern, bool literal, std::string_view shown);
+  struct Program;
+  Regex(std::shared_ptr<const Program> plain, std::shared_ptr<const Program> recent)
+      : plain_(std::move(plain)), recent_(std::move(recent)) {}
+  static Result<std::shared_ptr<const Program>> build(const std::string& pattern, bool literal, std::string_view shown);
 
-  std::shared_ptr<const Compiled> code_;
+  // `recent_` also knows the characters of unicode_additions(); its larger classes are slower, so
+  // it runs only on text that holds such characters. Null when the pattern needs no such help.
+  std::shared_ptr<const Program> plain_, recent_;
 };
 
-// The pattern rewritten so PCRE2 gives it Oniguruma's meaning (exposed for tests).
-std::string onig_to_pcre2(std::string_view pattern);
+// The pattern rewritten so PCRE2 gives it Oniguruma's meaning; `with_additions` adds the
+// characters of unicode_additions() to general categories (exposed for tests).
+std::string onig_to_pcre2(std::string_view pattern, bool with_additions);
 
 }  // namespace deepinfer::text
