@@ -144,8 +144,7 @@ Result<std::shared_ptr<const Regex::Program>> Regex::build(const std::string& pa
   pcre2_compile_context* cc = pcre2_compile_context_create(nullptr);
   pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
   // Oniguruma's ^ and $ are line anchors.
-  const uint32_t options =
-      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_MULTILINE);
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
