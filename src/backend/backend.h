@@ -1,0 +1,156 @@
+// The Backend interface: the operations the DeepSeek-V4 forward (src/model) is written against.
+// The CPU backend implements them in fp32 as the reference; the CUDA backend implements the same
+// contract on the GPU. Activations are fp32 row-major matrices, one row per token of the batch.
+//
+// A forward runs between begin_forward(batch) and the last op; tensors from scratch() live until the
+// next begin_forward. Ops that read or write model state (compress, indexer_topk, attention,
+// window_update) use the batch's sequences (slot, past length, block table) and the StateLayout
+// given to allocate_state.
+#pragma once
+
+#include "backend/forward_batch.h"
+#include "backend/state_layout.h"
+#include "backend/weight_source.h"
+#include "util/result.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+struct Tensor {
+  float* data = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+
+struct IntTensor {
+  int32_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+
+// A weight in backend memory: `count` matrices of [rows, cols] (count > 1 for stacked experts).
+class DeviceWeight {
+ public:
+  virtual ~DeviceWeight() = default;
+  int64_t count = 1, rows = 0, cols = 0;
+};
+
+// Hyper-connection parameters of one site (attention or MoE) or of the final head.
+struct HyperConnection {
+  const DeviceWeight* fn = nullptr;     // [mix, hc*hidden]
+  const DeviceWeight* base = nullptr;   // [mix]
+  const DeviceWeight* scale = nullptr;  // [3] (site) or [1] (head)
+  int hc = 1;
+  int sinkhorn_iters = 1;
+  float eps = 1e-6f;       // hc_eps
+  float norm_eps = 1e-6f;  // rms_norm_eps of the unweighted input norm
+};
+
+// Rotary embedding of the trailing `rope_dim` channels of each head.
+struct Rope {
+  const DeviceWeight* inv_freq = nullptr;  // [rope_dim / 2]
+  int rope_dim = 0;
+  float attention_factor = 1.0f;  // cos and sin are scaled by it
+};
+
+// Compressor of one layer (the attention branch, or the CSA indexer's own).
+struct Compressor {
+  const DeviceWeight* ape = nullptr;   // [rate, width]: learned position bias added to the gate
+  const DeviceWeight* norm = nullptr;  // [dim]
+  float norm_eps = 1e-6f;
+  bool indexer = false;  // writes the layer's indexer keys instead of its compressed entries
+  Rope rope;
+};
+
+enum class RouterScore { kSqrtSoftplus, kSigmoid, kSoftmax };
+
+struct Router {
+  const DeviceWeight* gate = nullptr;     // [experts, hidden]
+  const DeviceWeight* bias = nullptr;     // [experts] added for selection only (learned routing)
+  const DeviceWeight* tid2eid = nullptr;  // [vocab, k] int32 (hash routing); selection by token id
+  RouterScore score = RouterScore::kSqrtSoftplus;
+  int top_k = 1;
+  float scaling = 1.0f;
+};
+
+struct Experts {
+  const DeviceWeight* w1 = nullptr;  // gate [E, inter, hidden]
+  const DeviceWeight* w3 = nullptr;  // up   [E, inter, hidden]
+  const DeviceWeight* w2 = nullptr;  // down [E, hidden, inter]
+  float limit = 10.0f;               // gate <= limit, |up| <= limit
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // --- weights
+  virtual Result<std::unique_ptr<DeviceWeight>> upload(const WeightSource& w) = 0;
+  // Several matrices of one shape as one stacked weight (routed experts).
+  virtual Result<std::unique_ptr<DeviceWeight>> upload_stacked(const std::vector<WeightSource>& ws) = 0;
+  virtual Result<std::unique_ptr<DeviceWeight>> upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) = 0;
+  virtual Result<std::unique_ptr<DeviceWeight>> upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) = 0;
+
+  // --- model state: zero-filled storage for n_slots slot records and n_blocks blocks.
+  virtual Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) = 0;
+  // Zeroes one slot record (a new sequence starts from empty state).
+  virtual void reset_slot(int slot) = 0;
+
+  // --- one forward
+  virtual Result<void> begin_forward(const ForwardBatch& batch) = 0;
+  virtual Tensor scratch(int64_t rows, int64_t cols) = 0;
+  virtual IntTensor scratch_int(int64_t rows, int64_t cols) = 0;
+  virtual Result<void> read(Tensor t, float* host) = 0;
+
+  // out[r] = table[token of row r]
+  virtual void embed(const DeviceWeight& table, Tensor out) = 0;
+  // out[r] = x[r] repeated `times` times (the residual streams start as copies of the embedding)
+  virtual void repeat_columns(Tensor x, int times, Tensor out) = 0;
+  // out = x @ w^T
+  virtual void linear(Tensor x, const DeviceWeight& w, Tensor out) = 0;
+  // y_g = x_g @ w[g]^T for each of `groups` column groups of x; w is [groups * n, cols / groups]
+  virtual void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) = 0;
+  // Normalises each run of `group` columns to unit RMS, times weight[group] when given. In place ok.
+  virtual void rms_norm(Tensor x, const DeviceWeight* weight, float eps, int group, Tensor out) = 0;
+  // Rotates the trailing rope.rope_dim channels of each head_dim-wide head at the row's position;
+  // inverse rotates by the negative angle. In place.
+  virtual void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) = 0;
+  // a += b
+  virtual void add(Tensor a, Tensor b) = 0;
+  // out[i] = x[rows[i]]
+  virtual void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) = 0;
+
+  // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc]
+  virtual void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) = 0;
+  // new_streams[k] = post[k] * out + Σ_j comb[j][k] * streams[j]
+  virtual void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) = 0;
+  // Final collapse: Σ_i (sigmoid(mix_i * scale + base_i) + eps) stream_i
+  virtual void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) = 0;
+
+  // Feeds the rows' compressor projections (kv, gate: [T, width]) into the layer's state and writes
+  // one pooled, normalised, rotated entry for each window that closes.
+  virtual void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) = 0;
+  // For each row, the indices of the top-k visible indexer keys by Σ_h w_h·ReLU(q_h·k) (ties -> lower
+  // index); -1 pads rows with fewer visible entries. q: [T, heads*dim], weights: [T, heads], out: [T, k].
+  virtual void indexer_topk(int layer, Tensor q, Tensor weights, int heads, IntTensor out) = 0;
+  // Attention of q [T, heads*head_dim] over the sliding window (state + this step's kv [T, head_dim])
+  // and the layer's compressed entries (all visible ones, or `selected` for CSA), with per-head sinks.
+  virtual void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) = 0;
+  // Appends this step's kv rows to the window ring of each sequence.
+  virtual void window_update(int layer, Tensor kv) = 0;
+
+  // Expert selection and combine weights per row: experts [T, k], weights [T, k].
+  virtual void route(Tensor x, const Router& r, IntTensor experts, Tensor weights) = 0;
+  // out += Σ_k weights[k] * expert_k(x) (clamped SwiGLU experts)
+  virtual void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) = 0;
+  // out = clamped SwiGLU MLP(x) with one expert (the shared expert)
+  virtual void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) = 0;
+};
+
+// The CPU reference backend (fp32, OpenBLAS GEMM, a thread pool for the rest).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+}  // namespace deepinfer

@@ -1,0 +1,68 @@
+// Runs the model for a set of sequences whose state it tracks (slot, block table, length): the one
+// place that turns "these sequences get these tokens" into a ForwardBatch. Used by the engine's step
+// loop and by tools (logits, perplexity). Not thread-safe.
+#pragma once
+
+#include "backend/backend.h"
+#include "cache/state_pool.h"
+#include "model/deepseek_v4.h"
+#include "util/result.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace deepinfer {
+
+struct RunnerOptions {
+  int32_t max_sequences = 64;      // state slots
+  int64_t state_bytes = 0;         // block pool size; 0: enough for max_context tokens per sequence
+  int64_t max_context = 4096;      // used when state_bytes is 0
+  int32_t block_tokens = 0;        // 0: the model's default
+};
+
+class ModelRunner {
+ public:
+  static Result<std::unique_ptr<ModelRunner>> create(DeepseekV4& model, Backend& backend, const RunnerOptions& options);
+
+  const StateLayout& layout() const { return layout_; }
+  StatePool& pool() { return pool_; }
+  // Tokens of context the whole block pool holds.
+  int64_t capacity_tokens() const { return static_cast<int64_t>(pool_.n_blocks()) * layout_.block_tokens; }
+
+  // A new, empty sequence (kCapacity when no slot is free).
+  Result<int32_t> open_sequence();
+  // Frees the sequence's slot and blocks. The id becomes invalid.
+  void close_sequence(int32_t id);
+  // Frees its blocks and empties its state but keeps the slot (the sequence restarts at length 0).
+  void reset_sequence(int32_t id);
+  int32_t length(int32_t id) const { return seqs_[id].length; }
+
+  struct Feed {
+    int32_t sequence = 0;
+    const int32_t* ids = nullptr;
+    int32_t n = 0;
+    ForwardBatch::Logits logits = ForwardBatch::Logits::kLast;
+  };
+  // One forward over all feeds (each sequence at most once). Logits rows in feed order. On error no
+  // sequence advances (blocks grown for it are kept, which is harmless).
+  Result<void> step(const std::vector<Feed>& feeds, std::vector<float>& logits);
+
+ private:
+  ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks);
+
+  struct Sequence {
+    bool open = false;
+    int32_t slot = -1;
+    int32_t length = 0;
+    std::vector<int32_t> blocks;
+  };
+
+  DeepseekV4& model_;
+  Backend& backend_;
+  StateLayout layout_;
+  StatePool pool_;
+  std::vector<Sequence> seqs_;
+  ForwardBatch batch_;
+};
+
+}  // namespace deepinfer

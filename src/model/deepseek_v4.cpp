@@ -1,0 +1,344 @@
+#include "model/deepseek_v4.h"
+
+#include "model/safetensors.h"
+#include "model/weight_catalog.h"
+
+#include <filesystem>
+#include <numeric>
+
+namespace deepinfer {
+
+using WeightPtr = std::unique_ptr<DeviceWeight>;
+
+struct DeepseekV4::Layer {
+  AttentionType type = AttentionType::kSliding;
+  MoeRouting routing = MoeRouting::kLearned;
+  WeightPtr attn_norm, ffn_norm;
+  WeightPtr hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+  WeightPtr wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, sinks;
+  WeightPtr comp_wkv, comp_wgate, comp_ape, comp_norm;                                 // CSA / HCA
+  WeightPtr idx_wq_b, idx_weights, idx_comp_wkv, idx_comp_wgate, idx_comp_ape, idx_comp_norm;  // CSA
+  WeightPtr gate, gate_bias, tid2eid;
+  WeightPtr w1, w2, w3;                   // routed experts, stacked
+  WeightPtr shared_w1, shared_w2, shared_w3;
+};
+
+DeepseekV4::DeepseekV4(ModelConfig config, Backend& backend) : config_(std::move(config)), be_(backend) {}
+DeepseekV4::~DeepseekV4() = default;
+
+Result<std::unique_ptr<DeepseekV4>> DeepseekV4::load(const std::string& dir, Backend& backend) {
+  DI_TRY(config, ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string()));
+  std::unique_ptr<DeepseekV4> model(new DeepseekV4(std::move(config), backend));
+  DI_TRYV(model->load_weights(dir));
+  return model;
+}
+
+Result<void> DeepseekV4::load_weights(const std::string& dir) {
+  const ModelConfig& c = config_;
+  DI_TRY(ckpt, Checkpoint::open_dir(dir));
+  WeightCatalog cat(ckpt, c.weight_block_rows, c.weight_block_cols);
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) -> Result<WeightPtr> {
+    DI_TRY(src, cat.matrix(name, rows, cols));
+    return be_.upload(src);
+  };
+  auto vec = [&](const std::string& name, int64_t n) { return mat(name, 1, n); };
+
+  const int64_t d = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_size(), hd = c.head_dim;
+  DI_TRY(embed, mat("embed.weight", c.vocab_size, d));
+  embed_ = std::move(embed);
+  if (c.tie_word_embeddings && !cat.has("head.weight")) {
+    DI_TRY(head, mat("embed.weight", c.vocab_size, d));
+    head_ = std::move(head);
+  } else {
+    DI_TRY(head, mat("head.weight", c.vocab_size, d));
+    head_ = std::move(head);
+  }
+  DI_TRY(norm, vec("norm.weight", d));
+  DI_TRY(hfn, mat("hc_head_fn", hc, hc * d));
+  DI_TRY(hbase, vec("hc_head_base", hc));
+  DI_TRY(hscale, vec("hc_head_scale", 1));
+  norm_ = std::move(norm);
+  hc_head_fn_ = std::move(hfn);
+  hc_head_base_ = std::move(hbase);
+  hc_head_scale_ = std::move(hscale);
+  DI_TRY(ifm, be_.upload_floats(c.rope_main.inv_freq(), 1, c.rope_dim() / 2));
+  DI_TRY(ifc, be_.upload_floats(c.rope_compress.inv_freq(), 1, c.rope_dim() / 2));
+  inv_freq_main_ = std::move(ifm);
+  inv_freq_compress_ = std::move(ifc);
+
+  layers_.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    Layer& L = layers_[l];
+    L.type = c.attention_types[l];
+    L.routing = c.moe_routing[l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    DI_TRY(an, vec(p + "attn_norm.weight", d));
+    DI_TRY(fnorm, vec(p + "ffn_norm.weight", d));
+    L.attn_norm = std::move(an);
+    L.ffn_norm = std::move(fnorm);
+    DI_TRY(haf, mat(p + "hc_attn_fn", mix, hc * d));
+    DI_TRY(hab, vec(p + "hc_attn_base", mix));
+    DI_TRY(has, vec(p + "hc_attn_scale", 3));
+    DI_TRY(hff, mat(p + "hc_ffn_fn", mix, hc * d));
+    DI_TRY(hfb, vec(p + "hc_ffn_base", mix));
+    DI_TRY(hfs, vec(p + "hc_ffn_scale", 3));
+    L.hc_attn_fn = std::move(haf);
+    L.hc_attn_base = std::move(hab);
+    L.hc_attn_scale = std::move(has);
+    L.hc_ffn_fn = std::move(hff);
+    L.hc_ffn_base = std::move(hfb);
+    L.hc_ffn_scale = std::move(hfs);
+
+    const std::string a = p + "attn.";
+    DI_TRY(wq_a, mat(a + "wq_a.weight", c.q_lora_rank, d));
+    DI_TRY(q_norm, vec(a + "q_norm.weight", c.q_lora_rank));
+    DI_TRY(wq_b, mat(a + "wq_b.weight", c.num_heads * hd, c.q_lora_rank));
+    DI_TRY(wkv, mat(a + "wkv.weight", hd, d));
+    DI_TRY(kv_norm, vec(a + "kv_norm.weight", hd));
+    DI_TRY(wo_a, mat(a + "wo_a.weight", c.o_groups * c.o_lora_rank, c.num_heads * hd / c.o_groups));
+    DI_TRY(wo_b, mat(a + "wo_b.weight", d, c.o_groups * c.o_lora_rank));
+    DI_TRY(sinks, vec(a + "attn_sink", c.num_heads));
+    L.wq_a = std::move(wq_a);
+    L.q_norm = std::move(q_norm);
+    L.wq_b = std::move(wq_b);
+    L.wkv = std::move(wkv);
+    L.kv_norm = std::move(kv_norm);
+    L.wo_a = std::move(wo_a);
+    L.wo_b = std::move(wo_b);
+    L.sinks = std::move(sinks);
+    if (L.type != AttentionType::kSliding) {
+      const int64_t rate = c.compress_rate(L.type), width = (L.type == AttentionType::kCsa ? 2 : 1) * hd;
+      DI_TRY(cwkv, mat(a + "compressor.wkv.weight", width, d));
+      DI_TRY(cwg, mat(a + "compressor.wgate.weight", width, d));
+      DI_TRY(cape, mat(a + "compressor.ape", rate, width));
+      DI_TRY(cnorm, vec(a + "compressor.norm.weight", hd));
+      L.comp_wkv = std::move(cwkv);
+      L.comp_wgate = std::move(cwg);
+      L.comp_ape = std::move(cape);
+      L.comp_norm = std::move(cnorm);
+    }
+    if (L.type == AttentionType::kCsa) {
+      const int64_t ihd = c.index_head_dim, rate = c.csa_rate;
+      DI_TRY(iq, mat(a + "indexer.wq_b.weight", c.index_heads * ihd, c.q_lora_rank));
+      DI_TRY(iw, mat(a + "indexer.weights_proj.weight", c.index_heads, d));
+      DI_TRY(ikv, mat(a + "indexer.compressor.wkv.weight", 2 * ihd, d));
+      DI_TRY(ig, mat(a + "indexer.compressor.wgate.weight", 2 * ihd, d));
+      DI_TRY(iape, mat(a + "indexer.compressor.ape", rate, 2 * ihd));
+      DI_TRY(inorm, vec(a + "indexer.compressor.norm.weight", ihd));
+      L.idx_wq_b = std::move(iq);
+      L.idx_weights = std::move(iw);
+      L.idx_comp_wkv = std::move(ikv);
+      L.idx_comp_wgate = std::move(ig);
+      L.idx_comp_ape = std::move(iape);
+      L.idx_comp_norm = std::move(inorm);
+    }
+
+    const std::string f = p + "ffn.";
+    const int64_t e = c.num_experts, inter = c.moe_intermediate_size;
+    DI_TRY(gate, mat(f + "gate.weight", e, d));
+    L.gate = std::move(gate);
+    if (L.routing == MoeRouting::kHash) {
+      DI_TRY(table, cat.int_table(f + "gate.tid2eid", c.vocab_size, c.experts_per_token));
+      for (int32_t v : table)
+        if (v < 0 || v >= e) return make_error(Code::kModelFormat, "{}gate.tid2eid holds expert {} of {}", f, v, e);
+      DI_TRY(t, be_.upload_ints(table, c.vocab_size, c.experts_per_token));
+      L.tid2eid = std::move(t);
+    } else {
+      DI_TRY(bias, vec(f + "gate.bias", e));
+      L.gate_bias = std::move(bias);
+    }
+    std::vector<WeightSource> w1, w2, w3;
+    for (int64_t x = 0; x < e; ++x) {
+      const std::string ex = f + "experts." + std::to_string(x) + ".";
+      DI_TRY(s1, cat.matrix(ex + "w1.weight", inter, d));
+      DI_TRY(s2, cat.matrix(ex + "w2.weight", d, inter));
+      DI_TRY(s3, cat.matrix(ex + "w3.weight", inter, d));
+      w1.push_back(std::move(s1));
+      w2.push_back(std::move(s2));
+      w3.push_back(std::move(s3));
+    }
+    DI_TRY(u1, be_.upload_stacked(w1));
+    DI_TRY(u2, be_.upload_stacked(w2));
+    DI_TRY(u3, be_.upload_stacked(w3));
+    L.w1 = std::move(u1);
+    L.w2 = std::move(u2);
+    L.w3 = std::move(u3);
+    DI_TRY(sw1, mat(f + "shared_experts.w1.weight", inter, d));
+    DI_TRY(sw2, mat(f + "shared_experts.w2.weight", d, inter));
+    DI_TRY(sw3, mat(f + "shared_experts.w3.weight", inter, d));
+    L.shared_w1 = std::move(sw1);
+    L.shared_w2 = std::move(sw2);
+    L.shared_w3 = std::move(sw3);
+  }
+  return cat.check_all_used();
+}
+
+StateLayout DeepseekV4::state_layout(int block_tokens) const {
+  const ModelConfig& c = config_;
+  if (block_tokens <= 0) {
+    int base = 1;
+    for (AttentionType t : c.attention_types)
+      if (int r = c.compress_rate(t)) base = std::lcm(base, r);
+    block_tokens = base * ((256 + base - 1) / base);
+  }
+  StateLayout s;
+  s.block_tokens = block_tokens;
+  for (AttentionType t : c.attention_types) {
+    LayerStateLayout L;
+    L.head_dim = c.head_dim;
+    L.window = c.sliding_window;
+    L.rate = c.compress_rate(t);
+    L.overlap = t == AttentionType::kCsa;
+    L.index_dim = t == AttentionType::kCsa ? c.index_head_dim : 0;
+    L.window_offset = s.slot_floats;
+    s.slot_floats += static_cast<size_t>(L.window) * L.head_dim;
+    if (L.rate) {
+      L.entries_per_block = block_tokens / L.rate;
+      L.ring_offset = s.slot_floats;
+      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.width();
+      L.entry_offset = s.block_floats;
+      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.head_dim;
+    }
+    if (L.index_dim) {
+      L.index_ring_offset = s.slot_floats;
+      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.index_width();
+      L.index_key_offset = s.block_floats;
+      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.index_dim;
+    }
+    s.layers.push_back(L);
+  }
+  return s;
+}
+
+Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
+  const ModelConfig& c = config_;
+  const int64_t T = x.rows, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const Rope rope{L.type == AttentionType::kSliding ? inv_freq_main_.get() : inv_freq_compress_.get(), c.rope_dim(),
+                  static_cast<float>(L.type == AttentionType::kSliding ? c.rope_main.attention_factor
+                                                                       : c.rope_compress.attention_factor)};
+
+  Tensor qa = be_.scratch(T, c.q_lora_rank);
+  be_.linear(x, *L.wq_a, qa);
+  be_.rms_norm(qa, L.q_norm.get(), eps, c.q_lora_rank, qa);
+  Tensor q = be_.scratch(T, c.num_heads * hd);
+  be_.linear(qa, *L.wq_b, q);
+  be_.rms_norm(q, nullptr, eps, static_cast<int>(hd), q);
+  be_.rope(q, static_cast<int>(hd), rope, false);
+  Tensor kv = be_.scratch(T, hd);
+  be_.linear(x, *L.wkv, kv);
+  be_.rms_norm(kv, L.kv_norm.get(), eps, static_cast<int>(hd), kv);
+  be_.rope(kv, static_cast<int>(hd), rope, false);
+
+  IntTensor selected;
+  if (L.type != AttentionType::kSliding) {
+    Tensor ckv = be_.scratch(T, L.comp_wkv->rows), cgate = be_.scratch(T, L.comp_wkv->rows);
+    be_.linear(x, *L.comp_wkv, ckv);
+    be_.linear(x, *L.comp_wgate, cgate);
+    be_.compress(index, ckv, cgate, Compressor{L.comp_ape.get(), L.comp_norm.get(), eps, false, rope});
+  }
+  if (L.type == AttentionType::kCsa) {
+    const int64_t ihd = c.index_head_dim;
+    Tensor ikv = be_.scratch(T, 2 * ihd), igate = be_.scratch(T, 2 * ihd);
+    be_.linear(x, *L.idx_comp_wkv, ikv);
+    be_.linear(x, *L.idx_comp_wgate, igate);
+    be_.compress(index, ikv, igate, Compressor{L.idx_comp_ape.get(), L.idx_comp_norm.get(), eps, true, rope});
+    Tensor iq = be_.scratch(T, c.index_heads * ihd), iw = be_.scratch(T, c.index_heads);
+    be_.linear(qa, *L.idx_wq_b, iq);
+    be_.rope(iq, static_cast<int>(ihd), rope, false);
+    be_.linear(x, *L.idx_weights, iw);
+    selected = be_.scratch_int(T, c.index_topk);
+    be_.indexer_topk(index, iq, iw, c.index_heads, selected);
+  }
+
+  Tensor o = be_.scratch(T, c.num_heads * hd);
+  be_.attention(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, o);
+  be_.window_update(index, kv);
+  be_.rope(o, static_cast<int>(hd), rope, true);  // K=V carried rope into the output: rotate it back
+  Tensor og = be_.scratch(T, c.o_groups * c.o_lora_rank);
+  be_.grouped_linear(o, *L.wo_a, c.o_groups, og);
+  Tensor out = be_.scratch(T, c.hidden_size);
+  be_.linear(og, *L.wo_b, out);
+  return out;
+}
+
+Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
+  const ModelConfig& c = config_;
+  const int64_t T = x.rows;
+  Router router;
+  router.gate = L.gate.get();
+  router.bias = L.gate_bias.get();
+  router.tid2eid = L.tid2eid.get();
+  router.score = c.scoring == ScoringFunc::kSqrtSoftplus ? RouterScore::kSqrtSoftplus
+                 : c.scoring == ScoringFunc::kSigmoid    ? RouterScore::kSigmoid
+                                                         : RouterScore::kSoftmax;
+  router.top_k = c.experts_per_token;
+  router.scaling = static_cast<float>(c.routed_scaling_factor);
+  IntTensor experts = be_.scratch_int(T, c.experts_per_token);
+  Tensor weights = be_.scratch(T, c.experts_per_token);
+  be_.route(x, router, experts, weights);
+  Tensor out = be_.scratch(T, c.hidden_size);  // zero-filled: experts accumulate into it
+  const float limit = static_cast<float>(c.swiglu_limit);
+  be_.moe_experts(x, experts, weights, Experts{L.w1.get(), L.w3.get(), L.w2.get(), limit}, out);
+  Tensor shared = be_.scratch(T, c.hidden_size);
+  be_.swiglu(x, *L.shared_w1, *L.shared_w3, *L.shared_w2, limit, shared);
+  be_.add(out, shared);
+  return out;
+}
+
+Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.rows(), d = c.hidden_size, hc = c.hc_mult;
+  for (int64_t r = 0; r < T; ++r) {
+    if (batch.tokens[r] < 0 || batch.tokens[r] >= c.vocab_size)
+      return make_error(Code::kInvalidArgument, "token id {} is outside the vocabulary [0, {})", batch.tokens[r], c.vocab_size);
+    if (batch.positions[r] < 0 || batch.positions[r] >= c.max_position_embeddings)
+      return make_error(Code::kCapacity, "position {} exceeds max_position_embeddings {}", batch.positions[r], c.max_position_embeddings);
+  }
+  for (int32_t r : batch.logit_rows)
+    if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
+  logits.assign(batch.logit_rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
+  if (T == 0) return ok();
+  DI_TRYV(be_.begin_forward(batch));
+
+  Tensor x = be_.scratch(T, d);
+  be_.embed(*embed_, x);
+  Tensor streams = be_.scratch(T, hc * d);
+  be_.repeat_columns(x, static_cast<int>(hc), streams);
+
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Layer& L = layers_[l];
+    for (int site = 0; site < 2; ++site) {
+      HyperConnection h;
+      h.fn = site ? L.hc_ffn_fn.get() : L.hc_attn_fn.get();
+      h.base = site ? L.hc_ffn_base.get() : L.hc_attn_base.get();
+      h.scale = site ? L.hc_ffn_scale.get() : L.hc_attn_scale.get();
+      h.hc = static_cast<int>(hc);
+      h.sinkhorn_iters = c.hc_sinkhorn_iters;
+      h.eps = static_cast<float>(c.hc_eps);
+      h.norm_eps = eps;
+      Tensor collapsed = be_.scratch(T, d), post = be_.scratch(T, hc), comb = be_.scratch(T, hc * hc);
+      be_.hc_pre(streams, h, collapsed, post, comb);
+      be_.rms_norm(collapsed, site ? L.ffn_norm.get() : L.attn_norm.get(), eps, static_cast<int>(d), collapsed);
+      Tensor out = site ? moe(L, collapsed) : attention(l, L, collapsed);
+      Tensor next = be_.scratch(T, hc * d);
+      be_.hc_post(streams, out, post, comb, next);
+      streams = next;
+    }
+  }
+
+  HyperConnection head{hc_head_fn_.get(), hc_head_base_.get(), hc_head_scale_.get(), static_cast<int>(hc), 1,
+                       static_cast<float>(c.hc_eps), eps};
+  Tensor final_x = be_.scratch(T, d);
+  be_.hc_head(streams, head, final_x);
+  be_.rms_norm(final_x, norm_.get(), eps, static_cast<int>(d), final_x);
+  if (batch.logit_rows.empty()) return ok();
+  Tensor picked = be_.scratch(static_cast<int64_t>(batch.logit_rows.size()), d);
+  be_.gather_rows(final_x, batch.logit_rows, picked);
+  Tensor out = be_.scratch(picked.rows, c.vocab_size);
+  be_.linear(picked, *head_, out);
+  return be_.read(out, logits.data());
+}
+
+}  // namespace deepinfer

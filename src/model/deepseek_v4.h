@@ -1,0 +1,46 @@
+// The DeepSeek-V4 forward, written once against the Backend interface (see DESIGN.md, "DeepSeek-V4
+// forward, the semantics to reproduce"). One call processes a batch of sequences, each with its new
+// tokens (a prefill chunk or one decode token), against per-sequence state kept by the backend.
+#pragma once
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "util/result.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+class DeepseekV4 {
+ public:
+  // Loads config.json and the safetensors weights of `dir` onto `backend` (which must outlive the model).
+  static Result<std::unique_ptr<DeepseekV4>> load(const std::string& dir, Backend& backend);
+  ~DeepseekV4();
+
+  const ModelConfig& config() const { return config_; }
+
+  // The per-sequence state this model needs, with blocks of `block_tokens` positions (0: a default
+  // that is a multiple of every compress rate).
+  StateLayout state_layout(int block_tokens = 0) const;
+
+  // Runs the batch; writes the logits of batch.logit_rows, row-major [logit_rows x vocab], to `logits`.
+  // Token ids and positions are checked first: a bad batch is an error and changes no state.
+  Result<void> forward(const ForwardBatch& batch, std::vector<float>& logits);
+
+ private:
+  struct Layer;
+  DeepseekV4(ModelConfig config, Backend& backend);
+  Result<void> load_weights(const std::string& dir);
+  Tensor attention(int index, const Layer& layer, Tensor x);
+  Tensor moe(const Layer& layer, Tensor x);
+
+  ModelConfig config_;
+  Backend& be_;
+  std::unique_ptr<DeviceWeight> embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
+  std::unique_ptr<DeviceWeight> inv_freq_main_, inv_freq_compress_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,96 @@
+#include "sample/sampler.h"
+
+#include "sample/candidate_set.h"
+#include "sample/logits_processors.h"
+#include "sample/token_choice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace deepinfer {
+namespace {
+
+Result<void> check_inputs(std::span<const float> logits, const SequenceSamplingState& state,
+                          std::span<const int32_t> eos_token_ids) {
+  if (logits.size() != static_cast<size_t>(state.vocab_size())) {
+    return make_error(Code::kInvalidArgument, "logits row has {} entries, the vocabulary {}",
+                      logits.size(), state.vocab_size());
+  }
+  for (int32_t eos : eos_token_ids) {
+    if (eos < 0 || eos >= state.vocab_size()) {
+      return make_error(Code::kInvalidArgument, "EOS id {} is outside the vocabulary [0, {})", eos,
+                        state.vocab_size());
+    }
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
+      return make_error(Code::kInternal, "logit of token {} is {}", i, logits[i]);
+    }
+  }
+  return ok();
+}
+
+// Writes the sampling distribution back into the row: scaled logits of survivors, -inf elsewhere.
+void store_processed(std::span<float> logits, std::span<const Candidate> survivors,
+                     float temperature) {
+  float max_logit = -INFINITY;
+  for (const Candidate& c : survivors) max_logit = std::max(max_logit, c.logit);
+  std::fill(logits.begin(), logits.end(), -INFINITY);
+  for (const Candidate& c : survivors) {
+    logits[c.token] =
+        static_cast<float>((static_cast<double>(c.logit) - max_logit) / temperature);
+  }
+}
+
+}  // namespace
+
+Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& params,
+                                const SequenceSamplingState& state,
+                                std::span<const int32_t> eos_token_ids,
+                                std::span<const uint32_t> grammar_bitmask, const SampleKey& key) {
+  DI_TRYV(check_inputs(logits, state, eos_token_ids));
+  const bool raw_logprobs = params.logprobs && params.logprobs_mode == LogprobsMode::kRaw;
+  thread_local std::vector<float> raw;
+  if (raw_logprobs) raw.assign(logits.begin(), logits.end());
+
+  if (!grammar_bitmask.empty()) {
+    DI_TRYV(apply_token_bitmask(logits, grammar_bitmask));
+  }
+  apply_allowed_token_ids(logits, params.allowed_token_ids);
+  apply_logit_bias(logits, params.logit_bias);
+  apply_min_tokens(logits, params, state.num_generated(), eos_token_ids);
+  apply_penalties(logits, params, state);
+
+  int32_t token = -1;
+  if (params.temperature == 0.0f) {
+    token = greedy_token(logits);
+  } else {
+    thread_local CandidateSet candidates;
+    candidates.collect(logits);
+    if (!candidates.empty()) {
+      candidates.apply_top_k(params.top_k);
+      candidates.apply_temperature(params.temperature);
+      candidates.apply_top_p(params.top_p);
+      candidates.apply_min_p(params.min_p);
+      token = draw_token(candidates.candidates(), sample_uniform(key));
+      store_processed(logits, candidates.candidates(), params.temperature);
+    }
+  }
+  if (token < 0) {
+    return make_error(Code::kInvalidArgument,
+                      "no token can be generated at output position {}: the grammar mask, "
+                      "allowed_token_ids and min_tokens exclude every token",
+                      state.num_generated());
+  }
+
+  SampleResult result{token, std::nullopt};
+  if (params.logprobs) {
+    const std::span<const float> source = raw_logprobs ? std::span<const float>(raw) : logits;
+    DI_TRY(logprobs, compute_logprobs(source, token, *params.logprobs));
+    result.logprobs = std::move(logprobs);
+  }
+  return result;
+}
+
+}  // namespace deepinfer

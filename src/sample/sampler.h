@@ -1,0 +1,45 @@
+// Sampling one row of logits: the CPU reference of the processing order in sampling_params.h.
+// The contract (parameters, state, SampleKey and its uniform draw, inverse CDF in token id order)
+// is what a device implementation must reproduce; this file is only the CPU math.
+//
+// Determinism: the token is a pure function of (logits row, params, state, grammar mask, key).
+// Nothing depends on other rows, batch size, thread or call order; sums run in token id order in
+// double precision, so one build reproduces a token bit for bit. (Another libm may round exp()
+// differently in the last bit.) Rows may be sampled concurrently from different threads.
+#pragma once
+
+#include "sample/logprobs.h"
+#include "sample/sampling_params.h"
+#include "sample/sampling_rng.h"
+#include "sample/sequence_state.h"
+#include "util/result.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace deepinfer {
+
+struct SampleResult {
+  int32_t token = 0;
+  std::optional<Logprobs> logprobs;  // set when params.logprobs is; source: params.logprobs_mode
+};
+
+// Samples the next token of one completion.
+//   logits          one row, width = vocabulary size = state.vocab_size(). Modified in place: on
+//                   return it holds the processed logits (up to an additive constant): after
+//                   step 5 for greedy rows; after step 10 for sampled rows, divided by the
+//                   temperature and -inf outside the surviving tokens.
+//   params          must have passed validate(params, logits.size()).
+//   state           the completion's history; not modified (call state.append_output(token)).
+//   eos_token_ids   the model's EOS ids (banned by min_tokens unless ignore_eos).
+//   grammar_bitmask bitmask_words(width) words, bit set = allowed; empty = no grammar.
+//   key             (seed, completion index, output position) of this token; unused when greedy.
+// Fails for mismatched sizes, EOS ids outside the row, NaN or +inf logits (Code::kInternal), and
+// when the masks leave no token (Code::kInvalidArgument).
+Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& params,
+                                const SequenceSamplingState& state,
+                                std::span<const int32_t> eos_token_ids,
+                                std::span<const uint32_t> grammar_bitmask, const SampleKey& key);
+
+}  // namespace deepinfer
