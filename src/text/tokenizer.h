@@ -69,9 +69,8 @@ class Tokenizer {
   std::optional<TokenId> bos_id() const;
   std::optional<TokenId> eos_id() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

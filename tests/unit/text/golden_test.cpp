@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace deepinfer::text {
 namespace {
 
@@ -55,6 +57,26 @@ TEST(TextGolden, ChatMatchesTransformersTemplate) {
     ASSERT_TRUE(ids) << ids.error().message;
     EXPECT_EQ(ids.value(), row["ids"].get<std::vector<TokenId>>());
   }
+}
+
+TEST(TextGolden, ConcurrentEncodeAndDecodeAgree) {
+  const auto rows = read_jsonl("expected.jsonl");
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (const auto& row : rows) {
+          const auto ids = row["ids"].get<std::vector<TokenId>>();
+          const auto got = deepseek().encode(row["text"].get<std::string>());
+          const auto text = deepseek().decode(ids);
+          if (!got || got.value() != ids || !text || text.value() != row["decoded"]) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 }  // namespace
