@@ -1,7 +1,9 @@
 // Loading the HF reference fixtures of tests/golden/models (made by make_fixtures.py).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>

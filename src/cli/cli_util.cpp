@@ -1,0 +1,58 @@
+#include "cli/cli_util.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace deepinfer::cli {
+
+int report(const Result<void>& r) {
+  if (r) return 0;
+  std::fprintf(stderr, "deepinfer: %s: %s\n", code_name(r.error().code), r.error().message.c_str());
+  return 1;
+}
+
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source) {
+  std::vector<int32_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    char* end = nullptr;
+    long long v = std::strtoll(word.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX)
+      return make_error(Code::kInvalidArgument, "{}: \"{}\" is not a token id", source, word);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_token_ids(ss.str(), path);
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  return make_error(Code::kUnsupported, "device \"{}\" is not available in this build", device);
+}
+
+Result<std::unique_ptr<DeepseekV4>> load_model_with_progress(const std::string& dir, Backend& backend) {
+  std::fprintf(stderr, "loading %s on %s ...", dir.c_str(), backend.name().c_str());
+  std::fflush(stderr);
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = DeepseekV4::load(dir, backend);
+  if (!model) {
+    std::fprintf(stderr, " failed\n");
+    return model;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& c = model.value()->config();
+  std::fprintf(stderr, " %d layers, hidden %d, vocab %d, %.2f s\n", c.num_layers, c.hidden_size, c.vocab_size, s);
+  return model;
+}
+
+}  // namespace deepinfer::cli

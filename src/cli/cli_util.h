@@ -1,0 +1,21 @@
+// Helpers shared by the subcommands: loading with a progress line, reading id files, error exit.
+#pragma once
+
+#include "backend/backend.h"
+#include "model/deepseek_v4.h"
+#include "util/result.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+// Prints "deepinfer: <code>: <message>" to stderr for an error; returns the process exit code.
+int report(const Result<void>& r);
+Result<std::vector<int32_t>> read_token_ids(const std::string& path);
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device);
+Result<std::unique_ptr<DeepseekV4>> load_model_with_progress(const std::string& dir, Backend& backend);
+
+}  // namespace deepinfer::cli
