@@ -8,5 +8,7 @@
 namespace deepinfer::cli {
 
 void add_logits_command(CLI::App& app, int& exit_code);
+// `tokenize` and `detokenize` (cmd_tokenize.cpp).
+void add_tokenize_commands(CLI::App& app, int& exit_code);
 
 }  // namespace deepinfer::cli

@@ -6,6 +6,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   deepinfer::cli::add_logits_command(app, exit_code);
+  deepinfer::cli::add_tokenize_commands(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
