@@ -304,7 +304,7 @@ enum {
 };
 
 DI_API void di_event_free(di_event *event);
-DI_API di_error *di_event_type_of(const di_event *event, di_event_type *out);
+DI_API di_error *di_event_kind(const di_event *event, di_event_type *out);
 /* Which completion (0 .. n-1) the event belongs to. */
 DI_API di_error *di_event_completion(const di_event *event, int32_t *out);
 /* The event's token ids: new output tokens, or the prompt tokens of a PROMPT_LOGPROBS event. */

@@ -69,7 +69,7 @@ Result<void> Engine::start() {
 
   std::error_code ec;
   if (fs::exists(dir / "tokenizer.json", ec)) {
-    DI_TRY(tok, Tokenizer::from_file(dir / "tokenizer.json"));
+    DI_TRY(tok, text::Tokenizer::from_file(dir / "tokenizer.json"));
     tokenizer_ = std::move(tok);
   } else {
     log(LogLevel::kInfo, "{} has no tokenizer.json: token ids in, token ids out", config_.model_path);
@@ -138,7 +138,7 @@ bool Engine::closed() const {
   return closed_;
 }
 
-Result<const Tokenizer*> Engine::tokenizer() const {
+Result<const text::Tokenizer*> Engine::tokenizer() const {
   if (!tokenizer_) return make_error(Code::kUnsupported, "the model directory {} has no tokenizer.json", config_.model_path);
   return &*tokenizer_;
 }

@@ -44,7 +44,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   const SamplingParams& sampling_defaults() const { return defaults_.params; }
   // The model's tokenizer; kUnsupported when the model directory has no tokenizer.json.
-  Result<const Tokenizer*> tokenizer() const;
+  Result<const text::Tokenizer*> tokenizer() const;
 
   Result<std::shared_ptr<Session>> create_session();
 
@@ -65,7 +65,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   ModelConfig model_config_;
   GenerationDefaults defaults_;
   std::vector<int32_t> eos_ids_;
-  std::optional<Tokenizer> tokenizer_;
+  std::optional<text::Tokenizer> tokenizer_;
   int64_t max_context_ = 0;
   int64_t capacity_tokens_ = 0;
   std::unique_ptr<Backend> backend_;

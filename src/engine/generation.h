@@ -28,7 +28,7 @@ struct Completion {
   std::vector<int32_t> output;
   std::string text;                // output text emitted so far
   std::optional<SequenceSamplingState> sampling;
-  std::optional<StreamingDetokenizer> detok;
+  std::optional<text::StreamingDetokenizer> detok;
   std::optional<StopStringMatcher> stops;
   bool done = false;
   FinishReason reason = FinishReason::kStop;

@@ -34,7 +34,7 @@ Result<void> Session::add_tokens(std::span<const int32_t> ids) {
   return ok();
 }
 
-Result<void> Session::add_text(std::string_view text, EncodeMode mode) {
+Result<void> Session::add_text(std::string_view text, text::EncodeMode mode) {
   DI_TRY(tok, engine_->tokenizer());
   DI_TRY(ids, tok->encode(text, mode));
   return add_tokens(ids);
@@ -47,7 +47,7 @@ Result<void> Session::add_message(std::string role, std::string content) {
   DI_TRYV(engine_->tokenizer());
   if (role != "system" && role != "user" && role != "assistant" && role != "tool")
     return make_error(Code::kInvalidArgument, "unknown chat role \"{}\"", role);
-  ChatMessage m;
+  text::ChatMessage m;
   m.role = std::move(role);
   m.content = std::move(content);
   transcript_.push_back(std::move(m));
@@ -62,11 +62,11 @@ Result<void> Session::add_tool_call(std::string name, std::string arguments) {
   DI_TRYV(engine_->tokenizer());
   if (name.empty()) return make_error(Code::kInvalidArgument, "a tool call needs a function name");
   if (transcript_.empty() || transcript_.back().role != "assistant" || transcript_.back().content) {
-    ChatMessage m;
+    text::ChatMessage m;
     m.role = "assistant";
     transcript_.push_back(std::move(m));
   }
-  ToolCall call;
+  text::ToolCall call;
   call.name = std::move(name);
   call.arguments = std::move(arguments);
   transcript_.back().tool_calls.push_back(std::move(call));
@@ -77,7 +77,7 @@ Result<void> Session::add_tool_call(std::string name, std::string arguments) {
 Result<std::vector<int32_t>> Session::context_locked(bool add_generation_prompt) const {
   if (mode_ != Mode::kChat) return tokens_;
   DI_TRY(tok, engine_->tokenizer());
-  return encode_chat(*tok, transcript_, add_generation_prompt);
+  return text::encode_chat(*tok, transcript_, add_generation_prompt);
 }
 
 Result<std::vector<int32_t>> Session::context() const {
@@ -146,7 +146,7 @@ void Session::deliver(std::vector<Event>&& events, bool ended, const std::vector
     if (ended) {
       if (output && mode_ == Mode::kTokens) tokens_.insert(tokens_.end(), output->begin(), output->end());
       if (output_text && mode_ == Mode::kChat) {
-        ChatMessage reply;
+        text::ChatMessage reply;
         reply.role = "assistant";
         reply.content = *output_text;
         transcript_.push_back(std::move(reply));

@@ -35,7 +35,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t id() const { return id_; }
 
   Result<void> add_tokens(std::span<const int32_t> ids);
-  Result<void> add_text(std::string_view text, EncodeMode mode);
+  Result<void> add_text(std::string_view text, text::EncodeMode mode);
   Result<void> add_message(std::string role, std::string content);
   Result<void> add_tool_call(std::string name, std::string arguments);
   Result<std::vector<int32_t>> context() const;
@@ -69,7 +69,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::condition_variable cv_;
   Mode mode_ = Mode::kEmpty;
   std::vector<int32_t> tokens_;            // kTokens: the context
-  std::vector<ChatMessage> transcript_;    // kChat: the messages
+  std::vector<text::ChatMessage> transcript_;    // kChat: the messages
   bool generating_ = false;
   std::atomic<bool> cancel_{false};
   std::deque<Event> events_;

@@ -81,6 +81,8 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;
   // EOS never ends generation and is not banned by min_tokens, but it may still be sampled (vLLM).
   bool ignore_eos = false;
+  // Leave special tokens out of the detokenized text (their ids are still returned).
+  bool skip_special_tokens = true;
 
   // Completions per prompt, [1, 128]. Completion i draws from the stream keyed (seed, i, position).
   int32_t n = 1;

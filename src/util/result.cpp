@@ -19,6 +19,7 @@ const char* code_name(Code c) {
     case Code::kState: return "state";
     case Code::kTimeout: return "timeout";
     case Code::kClosed: return "closed";
+    case Code::kInvalidHandle: return "invalid handle";
     case Code::kInternal: return "internal";
   }
   return "unknown";

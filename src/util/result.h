@@ -29,6 +29,7 @@ enum class Code : int32_t {
   kState = 12,            // the call is not valid in the object's current state
   kTimeout = 13,          // a poll ended without an event
   kClosed = 14,           // the object was shut down
+  kInvalidHandle = 15,    // a handle that is NULL, freed or of another type (C ABI)
   kInternal = 100,        // a bug: an invariant broke
 };
 
