@@ -36,6 +36,7 @@ class ModelRunner {
   // Frees its blocks and empties its state but keeps the slot (the sequence restarts at length 0).
   void reset_sequence(int32_t id);
   int32_t length(int32_t id) const { return seqs_[id].length; }
+  int32_t blocks_held(int32_t id) const { return static_cast<int32_t>(seqs_[id].blocks.size()); }
 
   struct Feed {
     int32_t sequence = 0;

@@ -1,0 +1,464 @@
+#include "engine/engine.h"
+
+#include "backend/backend.h"
+#include "engine/generation.h"
+#include "engine/model_runner.h"
+#include "engine/session.h"
+#include "model/deepseek_v4.h"
+#include "sample/sampler.h"
+#include "sample/sampling_rng.h"
+#include "sample/stop_condition.h"
+#include "sched/scheduler.h"
+#include "util/log.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+
+namespace deepinfer {
+
+// A session's model state kept between its generations (engine thread only).
+struct Resident {
+  int32_t seq = -1;
+  std::vector<int32_t> processed;
+  uint64_t last_used = 0;
+};
+
+struct EngineLoopState {
+  std::vector<std::unique_ptr<Generation>> active;
+  std::unordered_map<uint64_t, Resident> residents;  // by session id
+  uint64_t step = 0;
+};
+
+namespace {
+
+// Scheduler keys: running completions and idle residents share one key space.
+int64_t completion_key(size_t generation, int32_t completion) {
+  return static_cast<int64_t>(generation) << 20 | completion;
+}
+int64_t resident_key(uint64_t session) { return -static_cast<int64_t>(session); }
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config) : config_(config) {}
+
+Engine::~Engine() { shutdown(); }
+
+Result<std::shared_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  if (config.model_path.empty()) return make_error(Code::kInvalidArgument, "no model path was given");
+  if (config.max_sequences <= 0 || config.max_sequences > 65536)
+    return make_error(Code::kInvalidArgument, "max_sequences={} is outside [1, 65536]", config.max_sequences);
+  if (config.max_batched_tokens <= 0) return make_error(Code::kInvalidArgument, "max_batched_tokens={} must be positive", config.max_batched_tokens);
+  if (config.max_context < 0) return make_error(Code::kInvalidArgument, "max_context={} must not be negative", config.max_context);
+  if (config.threads < 0) return make_error(Code::kInvalidArgument, "threads={} must not be negative", config.threads);
+  std::shared_ptr<Engine> engine(new Engine(config));
+  DI_TRYV(engine->start());
+  return engine;
+}
+
+Result<void> Engine::start() {
+  namespace fs = std::filesystem;
+  const fs::path dir(config_.model_path);
+  if (config_.device == Device::kCuda) return make_error(Code::kUnsupported, "the CUDA backend is not available in this build");
+  backend_ = make_cpu_backend(config_.threads);
+  log(LogLevel::kInfo, "loading model {} on {}", config_.model_path, backend_->name());
+  DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_));
+  model_ = std::move(model);
+  model_config_ = model_->config();
+
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.json", ec)) {
+    DI_TRY(tok, Tokenizer::from_file(dir / "tokenizer.json"));
+    tokenizer_ = std::move(tok);
+  } else {
+    log(LogLevel::kInfo, "{} has no tokenizer.json: token ids in, token ids out", config_.model_path);
+  }
+  DI_TRY(defaults, load_generation_defaults(config_.model_path));
+  defaults_ = std::move(defaults);
+  eos_ids_ = defaults_.eos_ids.empty() ? std::vector<int32_t>(model_config_.eos_token_ids.begin(), model_config_.eos_token_ids.end())
+                                       : defaults_.eos_ids;
+  for (int32_t e : eos_ids_)
+    if (e < 0 || e >= model_config_.vocab_size)
+      return make_error(Code::kModelFormat, "end-of-sequence id {} is outside the vocabulary", e);
+
+  max_context_ = model_config_.max_position_embeddings;
+  if (config_.max_context > 0) max_context_ = std::min<int64_t>(max_context_, config_.max_context);
+  RunnerOptions ro;
+  ro.max_sequences = config_.max_sequences;
+  ro.state_bytes = static_cast<int64_t>(config_.state_memory);
+  ro.max_context = std::min<int64_t>(max_context_, 4096);
+  DI_TRY(runner, ModelRunner::create(*model_, *backend_, ro));
+  runner_ = std::move(runner);
+  capacity_tokens_ = runner_->capacity_tokens();
+  log(LogLevel::kInfo, "model state: {} sequences, {} tokens of context in {} blocks", config_.max_sequences, capacity_tokens_,
+      runner_->pool().n_blocks());
+
+  loop_ = std::make_unique<EngineLoopState>();
+  thread_ = std::thread([this] { loop(); });
+  return ok();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Whatever is still queued or running ends as cancelled.
+  std::vector<std::unique_ptr<Generation>> left = std::move(inbox_);
+  if (loop_)
+    for (auto& g : loop_->active) left.push_back(std::move(g));
+  for (auto& g : left) {
+    std::vector<Event> events;
+    for (auto& c : g->completions) {
+      if (c.done) continue;
+      Event e;
+      e.kind = Event::Kind::kFinished;
+      e.completion = c.index;
+      e.reason = FinishReason::kCancelled;
+      e.seed = g->seed;
+      e.prompt_tokens = g->context.size();
+      e.completion_tokens = c.output.size();
+      events.push_back(std::move(e));
+    }
+    g->session->deliver(std::move(events), true, nullptr, nullptr);
+  }
+  loop_.reset();
+  runner_.reset();
+  model_.reset();
+  backend_.reset();
+}
+
+bool Engine::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+Result<const Tokenizer*> Engine::tokenizer() const {
+  if (!tokenizer_) return make_error(Code::kUnsupported, "the model directory {} has no tokenizer.json", config_.model_path);
+  return &*tokenizer_;
+}
+
+Result<std::shared_ptr<Session>> Engine::create_session() {
+  std::lock_guard lock(mu_);
+  if (closed_) return make_error(Code::kClosed, "the engine was shut down");
+  return std::make_shared<Session>(shared_from_this(), next_session_id_++);
+}
+
+Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params) {
+  DI_TRYV(validate(params, model_config_.vocab_size));
+  if (context.empty()) return make_error(Code::kInvalidArgument, "the context is empty: add tokens, text or a message first");
+  if (static_cast<int64_t>(context.size()) >= max_context_)
+    return make_error(Code::kCapacity, "the context of {} tokens reaches the limit of {} tokens", context.size(), max_context_);
+  if (static_cast<int64_t>(context.size()) + 1 > capacity_tokens_)
+    return make_error(Code::kCapacity, "the context of {} tokens does not fit the state memory ({} tokens)", context.size(), capacity_tokens_);
+  auto g = std::make_unique<Generation>();
+  g->session = std::move(session);
+  g->context = std::move(context);
+  if (params.seed) {
+    g->seed = *params.seed;
+  } else if (config_.seed) {
+    std::lock_guard lock(mu_);
+    g->seed = derive_seed(*config_.seed, next_generation_);
+  } else {
+    DI_TRY(seed, fresh_seed());
+    g->seed = seed;
+  }
+  g->params = std::move(params);
+  std::lock_guard lock(mu_);
+  if (closed_) return make_error(Code::kClosed, "the engine was shut down");
+  g->arrival = next_generation_++;
+  inbox_.push_back(std::move(g));
+  cv_.notify_all();
+  return ok();
+}
+
+void Engine::release_state(uint64_t session_id) {
+  std::lock_guard lock(mu_);
+  releases_.push_back(session_id);
+  cv_.notify_all();
+}
+
+void Engine::wake() { cv_.notify_all(); }
+
+// ------------------------------------------------------------------------------------------------
+// The step loop
+
+namespace {
+
+Event finished_event(const Generation& g, const Completion& c) {
+  Event e;
+  e.kind = Event::Kind::kFinished;
+  e.completion = c.index;
+  e.reason = c.reason;
+  e.error = c.error;
+  e.seed = g.seed;
+  e.prompt_tokens = g.context.size();
+  e.completion_tokens = c.output.size();
+  e.cached_tokens = c.index == 0 ? g.cached_tokens : 0;
+  return e;
+}
+
+}  // namespace
+
+void Engine::loop() {
+  EngineLoopState& st = *loop_;
+  ModelRunner& runner = *runner_;
+  const int32_t vocab = model_config_.vocab_size;
+
+  auto close_seq = [&](Completion& c) {
+    if (c.seq >= 0) runner.close_sequence(c.seq);
+    c.seq = -1;
+  };
+  auto finish = [&](Generation& g, Completion& c, FinishReason reason, std::optional<Error> error = std::nullopt) {
+    if (c.done) return;
+    c.done = true;
+    c.reason = reason;
+    c.error = std::move(error);
+    // Text held back (an incomplete character, a possible stop string) is released at the end.
+    std::string tail;
+    if (c.detok) tail += c.detok->flush();
+    if (c.stops && !c.stops->stopped()) {
+      tail = c.stops->feed(tail, false).text;
+      tail += c.stops->flush();
+    }
+    if (!tail.empty()) {
+      c.text += tail;
+      Event e;
+      e.completion = c.index;
+      e.text = std::move(tail);
+      g.pending.push_back(std::move(e));
+    }
+    g.pending.push_back(finished_event(g, c));
+    if (c.index != 0 || reason == FinishReason::kCancelled || reason == FinishReason::kError) close_seq(c);
+  };
+
+  // Sets up a new generation: validates its token ids and decides what completion 0 reuses.
+  auto admit = [&](Generation& g) {
+    g.admitted = true;
+    const auto& p = g.params;
+    for (int32_t i = 0; i < p.n; ++i) {
+      Completion c;
+      c.index = i;
+      auto sampling = SequenceSamplingState::create(g.context, vocab);
+      if (!sampling) {
+        c.done = true;
+        c.reason = FinishReason::kError;
+        c.error = sampling.error();
+        g.pending.push_back(finished_event(g, c));
+        g.completions.push_back(std::move(c));
+        continue;
+      }
+      c.sampling = std::move(sampling).value();
+      if (tokenizer_) c.detok.emplace(*tokenizer_, p.skip_special_tokens);
+      if (!p.stop.empty()) c.stops.emplace(p.stop, p.include_stop_str_in_output);
+      c.to_feed = g.context;
+      g.completions.push_back(std::move(c));
+    }
+    // Completion 0 continues from the session's kept state when that state is a strict prefix of
+    // the context (prompt logprobs need every prompt row, so they recompute).
+    auto it = st.residents.find(g.session->id());
+    if (it == st.residents.end()) return;
+    Resident r = std::move(it->second);
+    st.residents.erase(it);
+    Completion& c0 = g.completions[0];
+    const bool prefix = r.processed.size() < g.context.size() &&
+                        std::equal(r.processed.begin(), r.processed.end(), g.context.begin());
+    if (prefix && !p.prompt_logprobs && !c0.done) {
+      c0.seq = r.seq;
+      c0.to_feed.assign(g.context.begin() + static_cast<std::ptrdiff_t>(r.processed.size()), g.context.end());
+      c0.processed = std::move(r.processed);
+      g.cached_tokens = c0.processed.size();
+    } else {
+      runner.close_sequence(r.seq);
+    }
+  };
+
+  // Samples the next token of `c` from `row` and emits its event; finishes c when it ends.
+  auto sample = [&](Generation& g, Completion& c, std::span<float> row) {
+    const auto& p = g.params;
+    SampleKey key{g.seed, static_cast<uint32_t>(c.index), static_cast<uint32_t>(c.output.size())};
+    auto r = sample_row(row, p, *c.sampling, eos_ids_, {}, key);
+    if (!r) return finish(g, c, FinishReason::kError, r.error());
+    const int32_t token = r.value().token;
+    c.output.push_back(token);
+    if (auto a = c.sampling->append_output(token); !a) return finish(g, c, FinishReason::kError, a.error());
+    c.to_feed = {token};
+    c.decoding = true;
+
+    Event e;
+    e.completion = c.index;
+    e.tokens = {token};
+    if (r.value().logprobs) {
+      e.has_logprobs = true;
+      e.logprobs.push_back(std::move(*r.value().logprobs));
+    }
+    bool stopped_by_string = false;
+    if (c.detok) {
+      auto piece = c.detok->push(token);
+      std::string text = piece ? std::move(piece).value() : std::string();
+      if (c.stops) {
+        auto fed = c.stops->feed(text, stop_strings_armed(p, c.sampling->num_generated()));
+        text = std::move(fed.text);
+        stopped_by_string = fed.match.has_value();
+      }
+      c.text += text;
+      e.text = std::move(text);
+    }
+    g.pending.push_back(std::move(e));
+    if (stopped_by_string) return finish(g, c, FinishReason::kStop);
+    if (auto stop = check_token_stop(p, eos_ids_, token, c.sampling->num_generated())) return finish(g, c, stop->reason);
+    if (static_cast<int64_t>(c.processed.size()) + 1 >= max_context_) return finish(g, c, FinishReason::kLength);
+  };
+
+  // Ends a generation: completion 0's state stays with the session, the output joins its context.
+  auto retire = [&](Generation& g) {
+    Completion& c0 = g.completions[0];
+    const bool keep = c0.reason != FinishReason::kCancelled && c0.reason != FinishReason::kError;
+    if (keep && c0.seq >= 0) {
+      st.residents[g.session->id()] = Resident{c0.seq, std::move(c0.processed), st.step};
+      c0.seq = -1;
+    }
+    close_seq(c0);
+    g.session->deliver(std::move(g.pending), true, keep ? &c0.output : nullptr, keep ? &c0.text : nullptr);
+  };
+
+  std::vector<float> logits;
+  for (;;) {
+    std::vector<uint64_t> releases;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        if (stop_ || !inbox_.empty() || !releases_.empty()) return true;
+        for (const auto& g : st.active)
+          if (!g->done() || g->session->cancel_requested()) return true;
+        return false;
+      });
+      if (stop_) return;
+      for (auto& g : inbox_) st.active.push_back(std::move(g));
+      inbox_.clear();
+      releases.swap(releases_);
+    }
+    ++st.step;
+    for (uint64_t id : releases) {
+      auto it = st.residents.find(id);
+      if (it == st.residents.end()) continue;
+      runner.close_sequence(it->second.seq);
+      st.residents.erase(it);
+    }
+    for (auto& g : st.active) {
+      if (!g->admitted) admit(*g);
+      if (g->session->cancel_requested())
+        for (auto& c : g->completions) finish(*g, c, FinishReason::kCancelled);
+    }
+
+    // Plan the step.
+    std::vector<SchedSequence> seqs;
+    std::map<int64_t, std::pair<Generation*, Completion*>> by_key;
+    for (size_t gi = 0; gi < st.active.size(); ++gi) {
+      Generation& g = *st.active[gi];
+      for (auto& c : g.completions) {
+        if (c.done) continue;
+        const int64_t key = completion_key(gi, c.index);
+        by_key[key] = {&g, &c};
+        seqs.push_back({key, static_cast<int32_t>(c.to_feed.size()), static_cast<int32_t>(c.processed.size()),
+                        c.seq >= 0 ? runner.blocks_held(c.seq) : 0, c.seq >= 0, c.decoding,
+                        g.arrival * 4096 + static_cast<uint64_t>(c.index)});
+      }
+    }
+    for (const auto& [id, r] : st.residents)
+      seqs.push_back({resident_key(id), 0, static_cast<int32_t>(r.processed.size()), runner.blocks_held(r.seq), true, false, r.last_used});
+    SchedLimits limits{config_.max_batched_tokens, runner.layout().block_tokens, runner.pool().free_blocks(),
+                       runner.pool().free_slots(), runner.pool().n_blocks()};
+    SchedDecision plan = schedule_step(seqs, limits);
+
+    for (int64_t key : plan.evict) {
+      const uint64_t id = static_cast<uint64_t>(-key);
+      runner.close_sequence(st.residents[id].seq);
+      st.residents.erase(id);
+    }
+    for (int64_t key : plan.preempt) {  // give the state up; recompute it later from the ids
+      Completion& c = *by_key[key].second;
+      close_seq(c);
+      c.processed.insert(c.processed.end(), c.to_feed.begin(), c.to_feed.end());
+      c.to_feed = std::move(c.processed);
+      c.processed.clear();
+      c.decoding = false;
+    }
+    for (int64_t key : plan.over_capacity) finish(*by_key[key].first, *by_key[key].second, FinishReason::kLength);
+
+    std::vector<ModelRunner::Feed> feeds;
+    std::vector<std::pair<Completion*, int32_t>> fed;  // completion, tokens fed
+    for (const SchedFeed& f : plan.feeds) {
+      auto [g, c] = by_key[f.key];
+      if (c->seq < 0) {
+        auto seq = runner.open_sequence();
+        if (!seq) {
+          finish(*g, *c, FinishReason::kError, seq.error());
+          continue;
+        }
+        c->seq = seq.value();
+      }
+      const bool last = f.n == static_cast<int32_t>(c->to_feed.size());
+      const bool prompt_rows = g->params.prompt_logprobs && c->index == 0 && !c->decoding && c->output.empty();
+      auto mode = prompt_rows ? ForwardBatch::Logits::kAll : last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone;
+      feeds.push_back({c->seq, c->to_feed.data(), f.n, mode});
+      fed.push_back({c, f.n});
+    }
+    if (!feeds.empty()) {
+      if (auto r = runner.step(feeds, logits); !r) {
+        log(LogLevel::kError, "engine step failed: {}", r.error().message);
+        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, r.error());
+      } else {
+        size_t row = 0;
+        for (size_t i = 0; i < feeds.size(); ++i) {
+          auto [c, n] = fed[i];
+          Generation& g = *by_key[plan.feeds[i].key].first;
+          const size_t rows = feeds[i].logits == ForwardBatch::Logits::kAll ? n : feeds[i].logits == ForwardBatch::Logits::kLast ? 1 : 0;
+          float* first = logits.data() + row * vocab;
+          row += rows;
+          if (feeds[i].logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
+            const size_t p = c->processed.size();
+            for (int32_t j = 0; j < n; ++j)
+              if (p + j + 1 < g.context.size()) {
+                auto lp = compute_logprobs({first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1], *g.params.prompt_logprobs);
+                if (lp) g.prompt_logprobs.push_back(std::move(lp).value());
+              }
+          }
+          c->processed.insert(c->processed.end(), c->to_feed.begin(), c->to_feed.begin() + n);
+          c->to_feed.erase(c->to_feed.begin(), c->to_feed.begin() + n);
+          if (!c->to_feed.empty() || c->done) continue;
+          if (g.params.prompt_logprobs && c->index == 0 && c->output.empty()) {
+            Event e;
+            e.kind = Event::Kind::kPromptLogprobs;
+            e.tokens.assign(g.context.begin() + 1, g.context.end());
+            e.logprobs = std::move(g.prompt_logprobs);
+            e.has_logprobs = true;
+            g.pending.push_back(std::move(e));
+          }
+          float* last_row = first + (rows - 1) * vocab;
+          sample(g, *c, {last_row, static_cast<size_t>(vocab)});
+        }
+      }
+    }
+
+    // Deliver this step's events; retire finished generations.
+    for (auto it = st.active.begin(); it != st.active.end();) {
+      Generation& g = **it;
+      if (g.done()) {
+        retire(g);
+        it = st.active.erase(it);
+      } else {
+        if (!g.pending.empty()) g.session->deliver(std::move(g.pending), false, nullptr, nullptr);
+        g.pending.clear();
+        ++it;
+      }
+    }
+  }
+}
+
+}  // namespace deepinfer

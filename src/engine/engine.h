@@ -1,0 +1,87 @@
+// The Engine: owns the backend, the model, the tokenizer and the model state, and runs the step
+// loop on its own thread. Sessions submit generations; every step batches all live sequences —
+// prefill chunks and decode tokens together — through the scheduler (src/sched), runs one forward,
+// samples and streams events back to the sessions.
+#pragma once
+
+#include "engine/engine_config.h"
+#include "engine/event.h"
+#include "engine/generation_defaults.h"
+#include "model/config.h"
+#include "sample/sampling_params.h"
+#include "text/tokenizer.h"
+#include "util/result.h"
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace deepinfer {
+
+class Backend;
+class DeepseekV4;
+class ModelRunner;
+class Session;
+struct Generation;
+struct EngineLoopState;
+
+class Engine : public std::enable_shared_from_this<Engine> {
+ public:
+  static Result<std::shared_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+
+  // Stops the step loop (finishing every generation as cancelled) and releases the model; later
+  // calls return kClosed. Idempotent.
+  void shutdown();
+
+  const ModelConfig& model_config() const { return model_config_; }
+  int32_t vocab_size() const { return model_config_.vocab_size; }
+  int64_t max_context() const { return max_context_; }
+  int64_t capacity_tokens() const { return capacity_tokens_; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  const SamplingParams& sampling_defaults() const { return defaults_.params; }
+  // The model's tokenizer; kUnsupported when the model directory has no tokenizer.json.
+  Result<const Tokenizer*> tokenizer() const;
+
+  Result<std::shared_ptr<Session>> create_session();
+
+ private:
+  friend class Session;
+  explicit Engine(const EngineConfig& config);
+  Result<void> start();
+  bool closed() const;
+
+  // From sessions (any thread).
+  Result<void> submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params);
+  void release_state(uint64_t session_id);
+  void wake();
+
+  void loop();
+
+  EngineConfig config_;
+  ModelConfig model_config_;
+  GenerationDefaults defaults_;
+  std::vector<int32_t> eos_ids_;
+  std::optional<Tokenizer> tokenizer_;
+  int64_t max_context_ = 0;
+  int64_t capacity_tokens_ = 0;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<DeepseekV4> model_;
+  std::unique_ptr<ModelRunner> runner_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool closed_ = false;
+  uint64_t next_session_id_ = 1;
+  uint64_t next_generation_ = 0;
+  std::vector<std::unique_ptr<Generation>> inbox_;
+  std::vector<uint64_t> releases_;
+  std::thread thread_;
+  std::unique_ptr<EngineLoopState> loop_;  // step-thread state
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,23 @@
+// What an Engine is built from (the C ABI's di_engine_config maps onto this 1:1).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace deepinfer {
+
+enum class Device { kAuto, kCpu, kCuda };
+
+struct EngineConfig {
+  std::string model_path;
+  Device device = Device::kAuto;
+  int32_t threads = 0;              // CPU threads; 0 = one per core
+  int32_t max_sequences = 64;       // sequences with state at once (state slots)
+  int64_t max_context = 0;          // tokens per sequence; 0 = the model's max_position_embeddings
+  uint64_t state_memory = 0;        // bytes of the block pool; 0 = automatic
+  int32_t max_batched_tokens = 2048;
+  std::optional<uint64_t> seed;     // the engine's seed source for generations without a seed
+};
+
+}  // namespace deepinfer

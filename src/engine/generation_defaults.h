@@ -1,0 +1,21 @@
+// generation_config.json: the model's default sampling parameters and end-of-sequence ids.
+#pragma once
+
+#include "sample/sampling_params.h"
+#include "util/result.h"
+
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+struct GenerationDefaults {
+  SamplingParams params;       // library defaults overridden by the file
+  std::vector<int32_t> eos_ids;  // empty when the file names none
+};
+
+// Reads DIR/generation_config.json when present (absent: library defaults). Keys used: do_sample
+// (false -> greedy), temperature, top_p, top_k, max_new_tokens, repetition_penalty, eos_token_id.
+Result<GenerationDefaults> load_generation_defaults(const std::string& model_dir);
+
+}  // namespace deepinfer

@@ -1,0 +1,165 @@
+#include "engine/session.h"
+
+#include "engine/engine.h"
+
+#include <chrono>
+
+namespace deepinfer {
+
+Session::Session(std::shared_ptr<Engine> engine, uint64_t id) : engine_(std::move(engine)), id_(id) {}
+
+Session::~Session() { close(); }
+
+void Session::close() {
+  cancel();
+  if (engine_) engine_->release_state(id_);
+}
+
+Result<void> Session::check_idle_locked() const {
+  if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
+  if (generating_) return make_error(Code::kState, "the session is generating");
+  return ok();
+}
+
+Result<void> Session::add_tokens(std::span<const int32_t> ids) {
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked());
+  if (mode_ == Mode::kChat) return make_error(Code::kState, "a chat session takes messages, not tokens");
+  const int32_t vocab = engine_->vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return make_error(Code::kInvalidArgument, "token id {} (at {}) is outside the vocabulary [0, {})", ids[i], i, vocab);
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+  if (!ids.empty()) mode_ = Mode::kTokens;
+  return ok();
+}
+
+Result<void> Session::add_text(std::string_view text, EncodeMode mode) {
+  DI_TRY(tok, engine_->tokenizer());
+  DI_TRY(ids, tok->encode(text, mode));
+  return add_tokens(ids);
+}
+
+Result<void> Session::add_message(std::string role, std::string content) {
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked());
+  if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no chat messages");
+  DI_TRYV(engine_->tokenizer());
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+    return make_error(Code::kInvalidArgument, "unknown chat role \"{}\"", role);
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  transcript_.push_back(std::move(m));
+  mode_ = Mode::kChat;
+  return ok();
+}
+
+Result<void> Session::add_tool_call(std::string name, std::string arguments) {
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked());
+  if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no chat messages");
+  DI_TRYV(engine_->tokenizer());
+  if (name.empty()) return make_error(Code::kInvalidArgument, "a tool call needs a function name");
+  if (transcript_.empty() || transcript_.back().role != "assistant" || transcript_.back().content) {
+    ChatMessage m;
+    m.role = "assistant";
+    transcript_.push_back(std::move(m));
+  }
+  ToolCall call;
+  call.name = std::move(name);
+  call.arguments = std::move(arguments);
+  transcript_.back().tool_calls.push_back(std::move(call));
+  mode_ = Mode::kChat;
+  return ok();
+}
+
+Result<std::vector<int32_t>> Session::context_locked(bool add_generation_prompt) const {
+  if (mode_ != Mode::kChat) return tokens_;
+  DI_TRY(tok, engine_->tokenizer());
+  return encode_chat(*tok, transcript_, add_generation_prompt);
+}
+
+Result<std::vector<int32_t>> Session::context() const {
+  std::lock_guard lock(mu_);
+  return context_locked(false);
+}
+
+Result<void> Session::reset() {
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked());
+  tokens_.clear();
+  transcript_.clear();
+  mode_ = Mode::kEmpty;
+  events_.clear();
+  engine_->release_state(id_);
+  return ok();
+}
+
+Result<void> Session::generate(const SamplingParams& params) {
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked());
+  DI_TRY(context, context_locked(true));
+  events_.clear();
+  cancel_ = false;
+  // The engine owns the session while generating (it holds this shared_ptr until the end).
+  DI_TRYV(engine_->submit(shared_from_this(), std::move(context), params));
+  generating_ = true;
+  return ok();
+}
+
+void Session::cancel() {
+  cancel_ = true;
+  if (engine_) engine_->wake();
+}
+
+Result<std::optional<Event>> Session::poll(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  if (callback_) return make_error(Code::kState, "the session delivers its events to a callback");
+  auto ready = [&] { return !events_.empty() || !generating_; };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return std::optional<Event>();
+  }
+  if (events_.empty()) {
+    if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
+    return make_error(Code::kState, "nothing is generating and no event is left");
+  }
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  return std::optional<Event>(std::move(e));
+}
+
+Result<void> Session::set_callback(std::function<void(Event&&)> fn) {
+  std::lock_guard lock(mu_);
+  if (generating_) return make_error(Code::kState, "the session is generating");
+  callback_ = std::move(fn);
+  return ok();
+}
+
+void Session::deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output,
+                      const std::string* output_text) {
+  std::function<void(Event&&)> callback;
+  {
+    std::lock_guard lock(mu_);
+    if (ended) {
+      if (output && mode_ == Mode::kTokens) tokens_.insert(tokens_.end(), output->begin(), output->end());
+      if (output_text && mode_ == Mode::kChat) {
+        ChatMessage reply;
+        reply.role = "assistant";
+        reply.content = *output_text;
+        transcript_.push_back(std::move(reply));
+      }
+      generating_ = false;
+    }
+    callback = callback_;
+    if (!callback)
+      for (auto& e : events) events_.push_back(std::move(e));
+  }
+  if (callback)
+    for (auto& e : events) callback(std::move(e));
+  cv_.notify_all();
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,79 @@
+// A session: a context of token ids (or a chat transcript that encodes to one) whose model state
+// the engine keeps between generations, and the stream of events of its current generation.
+// Methods are thread-safe (the C ABI still asks callers to use a session from one thread at a
+// time, except cancel).
+#pragma once
+
+#include "engine/event.h"
+#include "sample/sampling_params.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+#include "util/result.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace deepinfer {
+
+class Engine;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<Engine> engine, uint64_t id);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  uint64_t id() const { return id_; }
+
+  Result<void> add_tokens(std::span<const int32_t> ids);
+  Result<void> add_text(std::string_view text, EncodeMode mode);
+  Result<void> add_message(std::string role, std::string content);
+  Result<void> add_tool_call(std::string name, std::string arguments);
+  Result<std::vector<int32_t>> context() const;
+  Result<void> reset();
+
+  Result<void> generate(const SamplingParams& params);
+  void cancel();
+  // The next event; nullopt when timeout_ms passed first (-1: wait for ever). kState when nothing
+  // is generating and no event is left.
+  Result<std::optional<Event>> poll(int timeout_ms);
+  Result<void> set_callback(std::function<void(Event&&)> fn);
+  // Cancels and lets the engine release the session's state (the handle is being freed).
+  void close();
+
+ private:
+  friend class Engine;
+  enum class Mode { kEmpty, kTokens, kChat };
+
+  // The context a generation starts from (chat: with the assistant prompt). Caller holds mu_.
+  Result<std::vector<int32_t>> context_locked(bool add_generation_prompt) const;
+  Result<void> check_idle_locked() const;
+
+  // Engine thread: hands over events; `ended` marks the end of the generation, when `output`
+  // (completion 0's tokens and text, unless it was cancelled or failed) joins the context.
+  void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output, const std::string* output_text);
+  bool cancel_requested() const { return cancel_.load(); }
+
+  std::shared_ptr<Engine> engine_;
+  const uint64_t id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Mode mode_ = Mode::kEmpty;
+  std::vector<int32_t> tokens_;            // kTokens: the context
+  std::vector<ChatMessage> transcript_;    // kChat: the messages
+  bool generating_ = false;
+  std::atomic<bool> cancel_{false};
+  std::deque<Event> events_;
+  std::function<void(Event&&)> callback_;
+};
+
+}  // namespace deepinfer
