@@ -2,11 +2,11 @@
 
 #include "text/unicode_category.h"
 #include "text/utf8.h"
+#include "util/log.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace deepinfer::text {
 namespace {
@@ -100,7 +100,9 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& spec, c
   AddedVocabulary av;
   if (spec.is_null()) return av;
   if (!spec.is_array()) return make_error(Code::kModelFormat, "tokenizer.json: \"added_tokens\" must be an array");
-  std::unordered_set<std::string> seen;
+  std::unordered_map<std::string, std::size_t> index;  // content → position in tokens_
+  TokenId max_added = -1;
+  const auto vocab_len = static_cast<TokenId>(vocab.size());
   for (const auto& t : spec) {
     if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") ||
         !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > INT32_MAX) {
@@ -108,7 +110,6 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& spec, c
     }
     AddedToken tok;
     tok.content = t["content"].get<std::string>();
-    tok.id = t["id"].get<TokenId>();
     DI_TRY(special, flag(t, "special", false));
     DI_TRY(single_word, flag(t, "single_word", false));
     DI_TRY(lstrip, flag(t, "lstrip", false));
@@ -120,14 +121,27 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& spec, c
     tok.rstrip = rstrip;
     tok.normalized = normalized;
     if (tok.content.empty()) continue;  // HF ignores empty tokens
-    if (!seen.insert(tok.content).second) {
-      return make_error(Code::kModelFormat, "added_tokens: \"{}\" appears twice", tok.content);
+    if (const auto it = index.find(tok.content); it != index.end()) {
+      const AddedToken& first = av.tokens_[it->second];
+      if (first.special == tok.special && first.single_word == tok.single_word && first.lstrip == tok.lstrip &&
+          first.rstrip == tok.rstrip && first.normalized == tok.normalized) {
+        continue;  // an exact repeat, which HF ignores too
+      }
+      return make_error(Code::kModelFormat, "added_tokens: \"{}\" appears twice with different flags", tok.content);
     }
-    // HF gives a token that the model already has the model's id.
-    if (const auto it = vocab.find(tok.content); it != vocab.end() && it->second != tok.id) {
-      return make_error(Code::kModelFormat, "added_tokens: \"{}\" has id {} but the vocab gives it {}", tok.content,
-                        tok.id, it->second);
+    // The id is the one HF assigns when it loads the file, whatever "id" says: the model's id for a
+    // token it already has, else the next one after the vocabulary and the added tokens so far.
+    if (const auto it = vocab.find(tok.content); it != vocab.end()) {
+      tok.id = it->second;
+    } else {
+      tok.id = max_added >= 0 && (max_added >= vocab_len || vocab_len == 0) ? max_added + 1 : vocab_len;
     }
+    if (const auto given = t["id"].get<TokenId>(); given != tok.id) {
+      log(LogLevel::kWarn, "tokenizer.json: added token \"{}\" says id {} but is loaded as {}, as HF tokenizers does",
+          tok.content, given, tok.id);
+    }
+    max_added = std::max(max_added, tok.id);
+    index.emplace(tok.content, av.tokens_.size());
     av.tokens_.push_back(std::move(tok));
   }
   for (std::size_t i = 0; i < av.tokens_.size(); ++i) {

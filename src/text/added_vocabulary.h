@@ -30,8 +30,8 @@ struct AddedToken {
 
 class AddedVocabulary {
  public:
-  // `spec` is the "added_tokens" array (null or absent: none); `vocab` is the model's vocabulary,
-  // whose id a token with the same content takes, as in HF.
+  // `spec` is the "added_tokens" array (null or absent: none); `vocab` is the model's vocabulary.
+  // Ids are assigned as HF does (see the .cpp), not read from the file.
   static Result<AddedVocabulary> from_json(const nlohmann::json& spec, const Normalizer& normalizer,
                                            const std::unordered_map<std::string, TokenId>& vocab);
 

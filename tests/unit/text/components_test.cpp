@@ -66,6 +66,19 @@ TEST(TextComponents, AddedTokensLongestMatchAndFlags) {
   EXPECT_FALSE(t.is_special(270));
 }
 
+TEST(TextComponents, AddedTokenIdsAreAssignedAsHfDoes) {
+  // HF numbers added tokens itself when it loads a file: the ids written there do not count.
+  nlohmann::json spec = small_spec();
+  spec["added_tokens"][0]["id"] = 300;
+  spec["added_tokens"][1]["id"] = 280;
+  spec["added_tokens"].push_back(spec["added_tokens"][2]);  // an exact repeat is ignored
+  const Tokenizer t = small(spec);
+  EXPECT_EQ(ids(t, "<sp> <sp>x <mask>"), (std::vector<TokenId>{269, 32, 270, 271}));
+  EXPECT_EQ(t.token_to_id("<sp>").value(), 269);
+  EXPECT_FALSE(t.has_token(300));
+  EXPECT_EQ(t.vocab_size(), 274);
+}
+
 TEST(TextComponents, Normalizers) {
   struct Case {
     const char* form;
