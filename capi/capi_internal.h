@@ -86,10 +86,13 @@ inline Result<void> check_out(const void* out, const char* name) {
 template <class T>
 Result<void> copy_out(const T* data, size_t n, T* buf, size_t cap, size_t* out_len) {
   if (!out_len) return make_error(Code::kInvalidArgument, "out_len must not be NULL");
-  *out_len = n;
-  if (n > cap) return make_error(Code::kBufferTooSmall, "{} elements need a buffer of {}, got {}", n, n, cap);
+  if (n > cap) {
+    *out_len = n;  // the size needed: the one out-parameter a failed call writes
+    return make_error(Code::kBufferTooSmall, "{} elements need a buffer of {}, got {}", n, n, cap);
+  }
   if (n && !buf) return make_error(Code::kInvalidArgument, "buf must not be NULL");
   if (n) std::memcpy(buf, data, n * sizeof(T));
+  *out_len = n;
   return ok();
 }
 

@@ -216,10 +216,13 @@ di_error* di_sampling_add_stop_string(di_sampling* sp, const char* s, size_t len
   return with_params(sp, [&](SamplingParams& p) -> Result<void> {
     DI_TRYV(check_in(s, len, "s"));
     if (len == 0) return make_error(Code::kInvalidArgument, "a stop string must not be empty");
-    SamplingParams trial = p;
+    // Only the stop strings are checked here (UTF-8, length and count limits); the other fields,
+    // cross-field rules included, are checked when a generation starts.
+    SamplingParams trial;
+    trial.stop = p.stop;
     trial.stop.emplace_back(s, len);
-    DI_TRYV(validate(trial, INT32_MAX));  // UTF-8, length and count limits
-    p = std::move(trial);
+    DI_TRYV(validate(trial, INT32_MAX));
+    p.stop = std::move(trial.stop);
     return ok();
   });
 }

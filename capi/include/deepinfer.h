@@ -222,7 +222,8 @@ DI_API di_error *di_sampling_set_allowed_tokens(di_sampling *sp, const int32_t *
 DI_API di_error *di_sampling_set_stop_tokens(di_sampling *sp, const int32_t *ids, size_t n);
 /* Generation stops when the text contains this string (matched on detokenized text; text that may
  * still become a stop string is held back). The stop string itself is not returned unless
- * include_stop_string is set. */
+ * include_stop_string is set. A model without a tokenizer takes no stop strings (DI_ERR_UNSUPPORTED when
+ * the generation starts). */
 DI_API di_error *di_sampling_add_stop_string(di_sampling *sp, const char *s, size_t len);
 DI_API di_error *di_sampling_clear_stop_strings(di_sampling *sp);
 DI_API di_error *di_sampling_set_include_stop_string(di_sampling *sp, int32_t include);

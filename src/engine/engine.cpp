@@ -114,17 +114,21 @@ void Engine::shutdown() {
     for (auto& g : loop_->active) left.push_back(std::move(g));
   for (auto& g : left) {
     std::vector<Event> events;
-    for (auto& c : g->completions) {
-      if (c.done) continue;
+    auto cancelled = [&](int32_t index, size_t generated) {
       Event e;
       e.kind = Event::Kind::kFinished;
-      e.completion = c.index;
+      e.completion = index;
       e.reason = FinishReason::kCancelled;
       e.seed = g->seed;
       e.prompt_tokens = g->context.size();
-      e.completion_tokens = c.output.size();
+      e.completion_tokens = generated;
       events.push_back(std::move(e));
-    }
+    };
+    // A generation not admitted yet has no completions: each of its n still ends with an event.
+    if (!g->admitted)
+      for (int32_t i = 0; i < g->params.n; ++i) cancelled(i, 0);
+    for (auto& c : g->completions)
+      if (!c.done) cancelled(c.index, c.output.size());
     g->session->deliver(std::move(events), true, nullptr, nullptr);
   }
   loop_.reset();
@@ -151,6 +155,10 @@ Result<std::shared_ptr<Session>> Engine::create_session() {
 
 Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params) {
   DI_TRYV(validate(params, model_config_.vocab_size));
+  // Stop strings match detokenized text: without a tokenizer they could never fire.
+  if (!tokenizer_ && !params.stop.empty())
+    return make_error(Code::kUnsupported, "stop strings need a tokenizer; the model directory {} has no tokenizer.json",
+                      config_.model_path);
   if (context.empty()) return make_error(Code::kInvalidArgument, "the context is empty: add tokens, text or a message first");
   if (static_cast<int64_t>(context.size()) >= max_context_)
     return make_error(Code::kCapacity, "the context of {} tokens reaches the limit of {} tokens", context.size(), max_context_);
@@ -161,10 +169,7 @@ Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_
   g->context = std::move(context);
   if (params.seed) {
     g->seed = *params.seed;
-  } else if (config_.seed) {
-    std::lock_guard lock(mu_);
-    g->seed = derive_seed(*config_.seed, next_generation_);
-  } else {
+  } else if (!config_.seed) {
     DI_TRY(seed, fresh_seed());
     g->seed = seed;
   }
@@ -172,6 +177,9 @@ Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_
   std::lock_guard lock(mu_);
   if (closed_) return make_error(Code::kClosed, "the engine was shut down");
   g->arrival = next_generation_++;
+  // Derived from the arrival number in the same critical section: concurrent submissions never
+  // share a seed.
+  if (!g->params.seed && config_.seed) g->seed = derive_seed(*config_.seed, g->arrival);
   inbox_.push_back(std::move(g));
   cv_.notify_all();
   return ok();
@@ -234,7 +242,16 @@ void Engine::loop() {
       g.pending.push_back(std::move(e));
     }
     g.pending.push_back(finished_event(g, c));
-    if (c.index != 0 || reason == FinishReason::kCancelled || reason == FinishReason::kError) close_seq(c);
+    if (c.index != 0 || reason == FinishReason::kCancelled || reason == FinishReason::kError) {
+      close_seq(c);
+    } else if (c.seq >= 0) {
+      // Completion 0's state stays with the session for its next turn. It becomes an idle resident
+      // now, not when the whole generation retires: other completions may still run, and the
+      // scheduler must be able to evict it for them (a finished sequence it cannot see would hold
+      // its blocks until they finish, and they might never get the blocks to do so).
+      st.residents[g.session->id()] = Resident{c.seq, std::move(c.processed), st.step};
+      c.seq = -1;
+    }
   };
 
   // Sets up a new generation: validates its token ids and decides what completion 0 reuses.
@@ -422,9 +439,10 @@ void Engine::loop() {
           float* first = logits.data() + row * vocab;
           row += rows;
           if (feeds[i].logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
+            // Only rows not scored yet: a prefill preempted half-way is recomputed from its start.
             const size_t p = c->processed.size();
             for (int32_t j = 0; j < n; ++j)
-              if (p + j + 1 < g.context.size()) {
+              if (p + j + 1 < g.context.size() && p + j == g.prompt_logprobs.size()) {
                 auto lp = compute_logprobs({first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1], *g.params.prompt_logprobs);
                 if (lp) g.prompt_logprobs.push_back(std::move(lp).value());
               }

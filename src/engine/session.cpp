@@ -1,10 +1,21 @@
 #include "engine/session.h"
 
 #include "engine/engine.h"
+#include "text/utf8.h"
 
 #include <chrono>
 
 namespace deepinfer {
+
+namespace {
+
+Result<void> check_utf8(const char* what, std::string_view s) {
+  if (const size_t at = text::find_invalid_utf8(s); at != std::string_view::npos)
+    return make_error(Code::kInvalidArgument, "{} is not valid UTF-8 (byte offset {})", what, at);
+  return ok();
+}
+
+}  // namespace
 
 Session::Session(std::shared_ptr<Engine> engine, uint64_t id) : engine_(std::move(engine)), id_(id) {}
 
@@ -47,6 +58,8 @@ Result<void> Session::add_message(std::string role, std::string content) {
   DI_TRYV(engine_->tokenizer());
   if (role != "system" && role != "user" && role != "assistant" && role != "tool")
     return make_error(Code::kInvalidArgument, "unknown chat role \"{}\"", role);
+  // Checked now: the transcript is encoded at every generation, so a bad message would stay.
+  DI_TRYV(check_utf8("message content", content));
   text::ChatMessage m;
   m.role = std::move(role);
   m.content = std::move(content);
@@ -61,6 +74,8 @@ Result<void> Session::add_tool_call(std::string name, std::string arguments) {
   if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no chat messages");
   DI_TRYV(engine_->tokenizer());
   if (name.empty()) return make_error(Code::kInvalidArgument, "a tool call needs a function name");
+  DI_TRYV(check_utf8("tool call name", name));
+  DI_TRYV(check_utf8("tool call arguments", arguments));
   if (transcript_.empty() || transcript_.back().role != "assistant" || transcript_.back().content) {
     text::ChatMessage m;
     m.role = "assistant";
@@ -82,6 +97,7 @@ Result<std::vector<int32_t>> Session::context_locked(bool add_generation_prompt)
 
 Result<std::vector<int32_t>> Session::context() const {
   std::lock_guard lock(mu_);
+  if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
   return context_locked(false);
 }
 
@@ -133,7 +149,7 @@ Result<std::optional<Event>> Session::poll(int timeout_ms) {
 
 Result<void> Session::set_callback(std::function<void(Event&&)> fn) {
   std::lock_guard lock(mu_);
-  if (generating_) return make_error(Code::kState, "the session is generating");
+  DI_TRYV(check_idle_locked());
   callback_ = std::move(fn);
   return ok();
 }
