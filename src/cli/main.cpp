@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   deepinfer::cli::add_generate_command(app, exit_code);
   deepinfer::cli::add_chat_command(app, exit_code);
   deepinfer::cli::add_logits_command(app, exit_code);
+  deepinfer::cli::add_perplexity_command(app, exit_code);
   deepinfer::cli::add_tokenize_commands(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
