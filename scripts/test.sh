@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Builds everything (through setup.sh) and runs every test. GPU tests skip cleanly without a GPU.
+# Builds everything (through setup.sh) and runs every test; then the engine's concurrency tests
+# again under AddressSanitizer and UndefinedBehaviorSanitizer. GPU tests skip cleanly without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh "$@"
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+jobs=$(nproc)
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== sanitizers: engine lifecycle, batching and C ABI tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_SANITIZE=ON -DDEEPINFER_CUDA=OFF \
+  -DDEEPINFER_BUILD_CLI=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
+asan_targets=(test_engine)
+cmake --build build-asan -j "$jobs" --target "${asan_targets[@]}"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -R "EngineLifecycle|BatchedEqualsAlone"

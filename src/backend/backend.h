@@ -104,6 +104,14 @@ class Backend {
   virtual Tensor scratch(int64_t rows, int64_t cols) = 0;
   virtual IntTensor scratch_int(int64_t rows, int64_t cols) = 0;
   virtual Result<void> read(Tensor t, float* host) = 0;
+  // Host <-> backend copies of whole tensors (tests, and inputs that do not come from the batch).
+  // They complete before returning.
+  virtual Result<void> write(Tensor t, const float* host) = 0;
+  virtual Result<void> read_ints(IntTensor t, int32_t* host) = 0;
+  virtual Result<void> write_ints(IntTensor t, const int32_t* host) = 0;
+  // Bytes of backend memory still free for model state and scratch (device memory on a GPU);
+  // -1 when the backend does not know (host memory).
+  virtual int64_t free_memory_bytes() const { return -1; }
 
   // out[r] = table[token of row r]
   virtual void embed(const DeviceWeight& table, Tensor out) = 0;
@@ -152,5 +160,11 @@ class Backend {
 
 // The CPU reference backend (fp32, OpenBLAS GEMM, a thread pool for the rest).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+// The CUDA backend on GPU `device` (bf16 weights, fp32 activations and accumulation). kUnsupported
+// when this build has no CUDA or no device is present; kBackend when the device fails to start.
+// fp32_weights keeps every weight in fp32 and runs every product in fp32: a reference mode that
+// matches the CPU backend to fp32 rounding (twice the weight memory, slower), for checking numerics.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0, bool fp32_weights = false);
 
 }  // namespace deepinfer

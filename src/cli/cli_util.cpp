@@ -1,6 +1,7 @@
 #include "cli/cli_util.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -37,6 +38,14 @@ Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
+  if (device == "cuda") return make_cuda_backend(0);
+  if (device.rfind("cuda:", 0) == 0) {
+    char* end = nullptr;
+    const long n = std::strtol(device.c_str() + 5, &end, 10);
+    if (end == device.c_str() + 5 || *end != '\0' || n < 0 || n > 1024)
+      return make_error(Code::kInvalidArgument, "device \"{}\": expected cuda or cuda:N", device);
+    return make_cuda_backend(static_cast<int>(n));
+  }
   return make_error(Code::kUnsupported, "device \"{}\" is not available in this build", device);
 }
 

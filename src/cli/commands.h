@@ -8,6 +8,9 @@
 namespace deepinfer::cli {
 
 void add_logits_command(CLI::App& app, int& exit_code);
+void add_perplexity_command(CLI::App& app, int& exit_code);
+void add_generate_command(CLI::App& app, int& exit_code);
+void add_chat_command(CLI::App& app, int& exit_code);
 // `tokenize` and `detokenize` (cmd_tokenize.cpp).
 void add_tokenize_commands(CLI::App& app, int& exit_code);
 

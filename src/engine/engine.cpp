@@ -12,6 +12,7 @@
 #include "util/log.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -94,6 +95,10 @@ Result<void> Engine::start() {
   log(LogLevel::kInfo, "model state: {} sequences, {} tokens of context in {} blocks", config_.max_sequences, capacity_tokens_,
       runner_->pool().n_blocks());
 
+  stats_.total_slots = stats_.free_slots = runner_->pool().n_slots();
+  stats_.total_blocks = stats_.free_blocks = runner_->pool().n_blocks();
+  stats_.block_tokens = runner_->layout().block_tokens;
+  stats_.block_bytes = runner_->layout().block_floats * sizeof(float);
   loop_ = std::make_unique<EngineLoopState>();
   thread_ = std::thread([this] { loop(); });
   return ok();
@@ -137,6 +142,11 @@ void Engine::shutdown() {
   backend_.reset();
 }
 
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
 bool Engine::closed() const {
   std::lock_guard lock(mu_);
   return closed_;
@@ -150,7 +160,7 @@ Result<const text::Tokenizer*> Engine::tokenizer() const {
 Result<std::shared_ptr<Session>> Engine::create_session() {
   std::lock_guard lock(mu_);
   if (closed_) return make_error(Code::kClosed, "the engine was shut down");
-  return std::make_shared<Session>(shared_from_this(), next_session_id_++);
+  return std::make_shared<Session>(weak_from_this(), next_session_id_++);
 }
 
 Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params) {
@@ -361,6 +371,7 @@ void Engine::loop() {
       releases.swap(releases_);
     }
     ++st.step;
+    const auto t_start = std::chrono::steady_clock::now();
     for (uint64_t id : releases) {
       auto it = st.residents.find(id);
       if (it == st.residents.end()) continue;
@@ -408,6 +419,7 @@ void Engine::loop() {
     }
     for (int64_t key : plan.over_capacity) finish(*by_key[key].first, *by_key[key].second, FinishReason::kLength);
 
+    const auto t_planned = std::chrono::steady_clock::now();
     std::vector<ModelRunner::Feed> feeds;
     std::vector<std::pair<Completion*, int32_t>> fed;  // completion, tokens fed
     for (const SchedFeed& f : plan.feeds) {
@@ -464,6 +476,16 @@ void Engine::loop() {
       }
     }
 
+    const auto t_end = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mu_);
+      stats_.steps = st.step;
+      stats_.preemptions += plan.preempt.size();
+      stats_.evictions += plan.evict.size();
+      stats_.step_seconds += std::chrono::duration<double>(t_end - t_start).count();
+      stats_.schedule_seconds += std::chrono::duration<double>(t_planned - t_start).count();
+    }
+
     // Deliver this step's events; retire finished generations.
     for (auto it = st.active.begin(); it != st.active.end();) {
       Generation& g = **it;
@@ -476,6 +498,13 @@ void Engine::loop() {
         ++it;
       }
     }
+    std::lock_guard lock(mu_);
+    stats_.total_slots = runner.pool().n_slots();
+    stats_.free_slots = runner.pool().free_slots();
+    stats_.total_blocks = runner.pool().n_blocks();
+    stats_.free_blocks = runner.pool().free_blocks();
+    stats_.running_generations = st.active.size() + inbox_.size();
+    stats_.resident_sessions = st.residents.size();
   }
 }
 

@@ -28,6 +28,20 @@ class Session;
 struct Generation;
 struct EngineLoopState;
 
+// A snapshot of the engine's bookkeeping (for tests, benchmarks and monitoring).
+struct EngineStats {
+  int32_t total_slots = 0, free_slots = 0;
+  int32_t total_blocks = 0, free_blocks = 0;
+  int32_t block_tokens = 0;  // positions one block covers
+  uint64_t block_bytes = 0;  // state memory one block takes
+  size_t running_generations = 0;  // submitted and not yet finished
+  size_t resident_sessions = 0;    // idle sessions whose state is kept
+  uint64_t steps = 0;
+  uint64_t preemptions = 0, evictions = 0;
+  double step_seconds = 0;      // total time in steps
+  double schedule_seconds = 0;  // of which planning (scheduler + bookkeeping before the forward)
+};
+
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static Result<std::shared_ptr<Engine>> create(const EngineConfig& config);
@@ -47,6 +61,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Result<const text::Tokenizer*> tokenizer() const;
 
   Result<std::shared_ptr<Session>> create_session();
+  EngineStats stats() const;
 
  private:
   friend class Session;
@@ -80,6 +95,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t next_generation_ = 0;
   std::vector<std::unique_ptr<Generation>> inbox_;
   std::vector<uint64_t> releases_;
+  EngineStats stats_;
   std::thread thread_;
   std::unique_ptr<EngineLoopState> loop_;  // step-thread state
 };

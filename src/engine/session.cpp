@@ -17,26 +17,33 @@ Result<void> check_utf8(const char* what, std::string_view s) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<Engine> engine, uint64_t id) : engine_(std::move(engine)), id_(id) {}
+Session::Session(std::weak_ptr<Engine> engine, uint64_t id) : engine_(std::move(engine)), id_(id) {}
 
 Session::~Session() { close(); }
 
 void Session::close() {
   cancel();
-  if (engine_) engine_->release_state(id_);
+  if (auto e = engine_.lock()) e->release_state(id_);
 }
 
-Result<void> Session::check_idle_locked() const {
-  if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
+Result<std::shared_ptr<Engine>> Session::engine() const {
+  auto e = engine_.lock();
+  if (!e || e->closed()) return make_error(Code::kClosed, "the engine was shut down");
+  return e;
+}
+
+Result<void> Session::check_idle_locked(const Engine& engine) const {
+  if (engine.closed()) return make_error(Code::kClosed, "the engine was shut down");
   if (generating_) return make_error(Code::kState, "the session is generating");
   return ok();
 }
 
 Result<void> Session::add_tokens(std::span<const int32_t> ids) {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
+  DI_TRYV(check_idle_locked(*engine));
   if (mode_ == Mode::kChat) return make_error(Code::kState, "a chat session takes messages, not tokens");
-  const int32_t vocab = engine_->vocab_size();
+  const int32_t vocab = engine->vocab_size();
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= vocab)
       return make_error(Code::kInvalidArgument, "token id {} (at {}) is outside the vocabulary [0, {})", ids[i], i, vocab);
@@ -46,16 +53,18 @@ Result<void> Session::add_tokens(std::span<const int32_t> ids) {
 }
 
 Result<void> Session::add_text(std::string_view text, text::EncodeMode mode) {
-  DI_TRY(tok, engine_->tokenizer());
+  DI_TRY(engine, this->engine());
+  DI_TRY(tok, engine->tokenizer());
   DI_TRY(ids, tok->encode(text, mode));
   return add_tokens(ids);
 }
 
 Result<void> Session::add_message(std::string role, std::string content) {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
+  DI_TRYV(check_idle_locked(*engine));
   if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no chat messages");
-  DI_TRYV(engine_->tokenizer());
+  DI_TRYV(engine->tokenizer());
   if (role != "system" && role != "user" && role != "assistant" && role != "tool")
     return make_error(Code::kInvalidArgument, "unknown chat role \"{}\"", role);
   // Checked now: the transcript is encoded at every generation, so a bad message would stay.
@@ -69,10 +78,11 @@ Result<void> Session::add_message(std::string role, std::string content) {
 }
 
 Result<void> Session::add_tool_call(std::string name, std::string arguments) {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
+  DI_TRYV(check_idle_locked(*engine));
   if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no chat messages");
-  DI_TRYV(engine_->tokenizer());
+  DI_TRYV(engine->tokenizer());
   if (name.empty()) return make_error(Code::kInvalidArgument, "a tool call needs a function name");
   DI_TRYV(check_utf8("tool call name", name));
   DI_TRYV(check_utf8("tool call arguments", arguments));
@@ -89,44 +99,46 @@ Result<void> Session::add_tool_call(std::string name, std::string arguments) {
   return ok();
 }
 
-Result<std::vector<int32_t>> Session::context_locked(bool add_generation_prompt) const {
+Result<std::vector<int32_t>> Session::context_locked(const Engine& engine, bool add_generation_prompt) const {
   if (mode_ != Mode::kChat) return tokens_;
-  DI_TRY(tok, engine_->tokenizer());
+  DI_TRY(tok, engine.tokenizer());
   return text::encode_chat(*tok, transcript_, add_generation_prompt);
 }
 
 Result<std::vector<int32_t>> Session::context() const {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
-  return context_locked(false);
+  return context_locked(*engine, false);
 }
 
 Result<void> Session::reset() {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
+  DI_TRYV(check_idle_locked(*engine));
   tokens_.clear();
   transcript_.clear();
   mode_ = Mode::kEmpty;
   events_.clear();
-  engine_->release_state(id_);
+  engine->release_state(id_);
   return ok();
 }
 
 Result<void> Session::generate(const SamplingParams& params) {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
-  DI_TRY(context, context_locked(true));
+  DI_TRYV(check_idle_locked(*engine));
+  DI_TRY(context, context_locked(*engine, true));
   events_.clear();
   cancel_ = false;
-  // The engine owns the session while generating (it holds this shared_ptr until the end).
-  DI_TRYV(engine_->submit(shared_from_this(), std::move(context), params));
+  // The engine holds the session until the generation ends.
+  DI_TRYV(engine->submit(shared_from_this(), std::move(context), params));
   generating_ = true;
   return ok();
 }
 
 void Session::cancel() {
   cancel_ = true;
-  if (engine_) engine_->wake();
+  if (auto e = engine_.lock()) e->wake();
 }
 
 Result<std::optional<Event>> Session::poll(int timeout_ms) {
@@ -139,7 +151,8 @@ Result<std::optional<Event>> Session::poll(int timeout_ms) {
     return std::optional<Event>();
   }
   if (events_.empty()) {
-    if (engine_->closed()) return make_error(Code::kClosed, "the engine was shut down");
+    auto e = engine_.lock();
+    if (!e || e->closed()) return make_error(Code::kClosed, "the engine was shut down");
     return make_error(Code::kState, "nothing is generating and no event is left");
   }
   Event e = std::move(events_.front());
@@ -148,8 +161,9 @@ Result<std::optional<Event>> Session::poll(int timeout_ms) {
 }
 
 Result<void> Session::set_callback(std::function<void(Event&&)> fn) {
+  DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
-  DI_TRYV(check_idle_locked());
+  DI_TRYV(check_idle_locked(*engine));
   callback_ = std::move(fn);
   return ok();
 }

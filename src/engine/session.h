@@ -27,7 +27,7 @@ class Engine;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<Engine> engine, uint64_t id);
+  Session(std::weak_ptr<Engine> engine, uint64_t id);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -55,15 +55,17 @@ class Session : public std::enable_shared_from_this<Session> {
   enum class Mode { kEmpty, kTokens, kChat };
 
   // The context a generation starts from (chat: with the assistant prompt). Caller holds mu_.
-  Result<std::vector<int32_t>> context_locked(bool add_generation_prompt) const;
-  Result<void> check_idle_locked() const;
+  Result<std::vector<int32_t>> context_locked(const Engine& engine, bool add_generation_prompt) const;
+  // The engine, or kClosed once it was shut down (sessions do not keep it alive).
+  Result<std::shared_ptr<Engine>> engine() const;
+  Result<void> check_idle_locked(const Engine& engine) const;
 
   // Engine thread: hands over events; `ended` marks the end of the generation, when `output`
   // (completion 0's tokens and text, unless it was cancelled or failed) joins the context.
   void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output, const std::string* output_text);
   bool cancel_requested() const { return cancel_.load(); }
 
-  std::shared_ptr<Engine> engine_;
+  std::weak_ptr<Engine> engine_;
   const uint64_t id_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -157,6 +157,21 @@ class CpuBackend final : public Backend {
     return ok();
   }
 
+  Result<void> write(Tensor t, const float* host) override {
+    std::memcpy(t.data, host, sizeof(float) * static_cast<size_t>(t.rows * t.cols));
+    return ok();
+  }
+
+  Result<void> read_ints(IntTensor t, int32_t* host) override {
+    std::memcpy(host, t.data, sizeof(int32_t) * static_cast<size_t>(t.rows * t.cols));
+    return ok();
+  }
+
+  Result<void> write_ints(IntTensor t, const int32_t* host) override {
+    std::memcpy(t.data, host, sizeof(int32_t) * static_cast<size_t>(t.rows * t.cols));
+    return ok();
+  }
+
   void embed(const DeviceWeight& table, Tensor out) override {
     const auto& w = cpu(table);
     for (int64_t r = 0; r < out.rows; ++r)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <filesystem>
@@ -21,9 +22,15 @@ struct GoldenFixture {
   int64_t vocab = 0;
 };
 
+// tests/golden, or $DI_GOLDEN_DIR where set (test binaries run away from the source tree).
+inline std::string golden_dir() {
+  const char* env = std::getenv("DI_GOLDEN_DIR");
+  return env && *env ? std::string(env) : std::string(DI_GOLDEN_DIR);
+}
+
 inline std::vector<std::string> golden_fixture_names() {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(DI_GOLDEN_DIR) + "/models"))
+  for (const auto& e : std::filesystem::directory_iterator(golden_dir() + "/models"))
     if (e.is_directory()) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
@@ -32,7 +39,7 @@ inline std::vector<std::string> golden_fixture_names() {
 inline GoldenFixture load_golden_fixture(const std::string& name) {
   GoldenFixture f;
   f.name = name;
-  const std::string dir = std::string(DI_GOLDEN_DIR) + "/models/" + name;
+  const std::string dir = golden_dir() + "/models/" + name;
   f.checkpoint = dir + "/checkpoint";
   std::ifstream ids(dir + "/ids.txt");
   for (int32_t v; ids >> v;) f.ids.push_back(v);

@@ -1,0 +1,282 @@
+// Elementwise and row-wise kernels: conversions, embedding, norms, rope, hyper-connections.
+#include "common.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kMaxHc = 16;
+
+__global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {  // 4 at a time
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    __nv_bfloat162* y2 = reinterpret_cast<__nv_bfloat162*>(y);
+    for (; i < n / 4; i += stride) {
+      float4 v = x4[i];
+      y2[2 * i] = __floats2bfloat162_rn(v.x, v.y);
+      y2[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+    }
+  } else {
+    for (; i < n; i += stride) y[i] = __float2bfloat16_rn(x[i]);
+  }
+}
+
+__global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* __restrict__ tf, int64_t vocab, int64_t cols,
+                             const int32_t* __restrict__ tokens, float* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  const int32_t tok = tokens[r];
+  float* o = out + r * cols;
+  const bool valid = tok >= 0 && tok < vocab;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = 0.0f;
+    if (valid) v = tb ? __bfloat162float(tb[static_cast<int64_t>(tok) * cols + c]) : tf[static_cast<int64_t>(tok) * cols + c];
+    o[c] = v;
+  }
+}
+
+__global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t cols, int times, float* __restrict__ out) {
+  const int64_t n = rows * cols * times, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = i / (cols * times), c = i % cols;
+    out[i] = x[r * cols + c];
+  }
+}
+
+// One block per (row, group).
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, float* out) {
+  __shared__ float red[32];
+  const int64_t groups_per_row = cols / group;
+  const int64_t r = blockIdx.x / groups_per_row, g = blockIdx.x % groups_per_row;
+  const float* xi = x + r * cols + g * group;
+  float* oi = out + r * cols + g * group;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < group; i += blockDim.x) ss += xi[i] * xi[i];
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
+  for (int i = threadIdx.x; i < group; i += blockDim.x) {
+    const float v = xi[i] * inv;
+    oi[i] = w ? w[i] * v : v;
+  }
+}
+
+__global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
+                            bool inverse) {
+  const int half = rope.rope_dim / 2;
+  const int64_t heads = cols / head_dim, n = rows * heads * half;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int p = static_cast<int>(i % half);
+    const int64_t h = (i / half) % heads, r = i / (half * heads);
+    float* xp = x + r * cols + h * head_dim + head_dim - rope.rope_dim + 2 * p;
+    const float angle = static_cast<float>(positions[r]) * rope.inv_freq[p];
+    const float c = cosf(angle) * rope.attention_factor;
+    float sn = sinf(angle) * rope.attention_factor;
+    if (inverse) sn = -sn;
+    const float x0 = xp[0], x1 = xp[1];
+    xp[0] = x0 * c - x1 * sn;
+    xp[1] = x1 * c + x0 * sn;
+  }
+}
+
+__global__ void add_kernel(float* a, const float* b, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) a[i] += b[i];
+}
+
+__global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const int32_t* __restrict__ rows, float* __restrict__ out) {
+  const int64_t i = blockIdx.x;
+  const float* src = x + static_cast<int64_t>(rows[i]) * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
+}
+
+__global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, float limit) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float a = fminf(g[i], limit);
+    const float b = fminf(fmaxf(u[i], -limit), limit);
+    g[i] = a / (1.0f + expf(-a)) * b;
+  }
+}
+
+// One block per row: the row's inverse RMS over all hc*d values.
+__device__ float row_inv_rms(const float* s, int64_t n, float eps, float* red) {
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += s[i] * s[i];
+  ss = block_sum(ss, red);
+  return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+}
+
+__global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
+                              const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
+                              float norm_eps, float* __restrict__ collapsed, float* __restrict__ post, float* __restrict__ comb) {
+  __shared__ float red[32];
+  __shared__ float pre[kMaxHc];
+  __shared__ float c[kMaxHc * kMaxHc];
+  const int64_t t = blockIdx.x;
+  const int n = hc, mix_size = (2 + n) * n;
+  const float* s = streams + t * n * d;
+  const float inv = row_inv_rms(s, n * d, norm_eps, red);
+  if (threadIdx.x == 0) {
+    const float* m = mix + t * mix_size;
+    for (int i = 0; i < n; ++i) {
+      pre[i] = sigmoidf_(m[i] * inv * scale[0] + base[i]) + eps;
+      post[t * n + i] = 2.0f * sigmoidf_(m[n + i] * inv * scale[1] + base[n + i]);
+    }
+    for (int i = 0; i < n; ++i) {
+      float* ci = c + i * n;
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        ci[j] = m[2 * n + i * n + j] * inv * scale[2] + base[2 * n + i * n + j];
+        mx = fmaxf(mx, ci[j]);
+      }
+      float sum = 0.0f;
+      for (int j = 0; j < n; ++j) sum += (ci[j] = expf(ci[j] - mx));
+      for (int j = 0; j < n; ++j) ci[j] = ci[j] / sum + eps;
+    }
+    for (int it = 0; it < iters; ++it) {
+      if (it > 0) {  // rows
+        for (int i = 0; i < n; ++i) {
+          float sum = 0.0f;
+          for (int j = 0; j < n; ++j) sum += c[i * n + j];
+          for (int j = 0; j < n; ++j) c[i * n + j] /= sum + eps;
+        }
+      }
+      for (int j = 0; j < n; ++j) {  // columns
+        float sum = 0.0f;
+        for (int i = 0; i < n; ++i) sum += c[i * n + j];
+        for (int i = 0; i < n; ++i) c[i * n + j] /= sum + eps;
+      }
+    }
+    for (int i = 0; i < n * n; ++i) comb[t * n * n + i] = c[i];
+  }
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < n; ++i) acc += pre[i] * s[i * d + k];
+    collapsed[t * d + k] = acc;
+  }
+}
+
+__global__ void hc_post_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
+                               const float* __restrict__ comb, int64_t rows, int hc, int64_t d, float* __restrict__ ns) {
+  const int64_t n = rows * hc * d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t x = i % d, k = (i / d) % hc, t = i / (d * hc);
+    const float* s = streams + t * hc * d;
+    const float* c = comb + t * hc * hc;
+    float acc = post[t * hc + k] * out[t * d + x];
+    for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x];
+    ns[i] = acc;
+  }
+}
+
+__global__ void hc_head_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
+                               const float* __restrict__ base, const float* __restrict__ scale, float eps, float norm_eps,
+                               float* __restrict__ out) {
+  __shared__ float red[32];
+  __shared__ float pre[kMaxHc];
+  const int64_t t = blockIdx.x;
+  const float* s = streams + t * hc * d;
+  const float inv = row_inv_rms(s, hc * d, norm_eps, red);
+  if (threadIdx.x < hc) pre[threadIdx.x] = sigmoidf_(mix[t * hc + threadIdx.x] * inv * scale[0] + base[threadIdx.x]) + eps;
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < hc; ++i) acc += pre[i] * s[i * d + k];
+    out[t * d + k] = acc;
+  }
+}
+
+}  // namespace
+
+cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  const bool vec = (n % 4) == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  const unsigned b = blocks_for(vec ? n / 4 : n, 256);
+  f32_to_bf16_kernel<<<b > 4096 ? 4096 : b, 256, 0, s>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n, vec);
+  return cudaGetLastError();
+}
+
+cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
+                  int64_t rows, float* out, cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  embed_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab,
+                                                           cols, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times, float* out, cudaStream_t s) {
+  const int64_t n = rows * cols * times;
+  if (n <= 0) return cudaSuccess;
+  unsigned b = blocks_for(n, 256);
+  repeat_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(x, rows, cols, times, out);
+  return cudaGetLastError();
+}
+
+cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
+                     cudaStream_t s) {
+  if (rows <= 0 || cols <= 0 || group <= 0) return cudaSuccess;
+  const int64_t blocks = rows * (cols / group);
+  const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
+  rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, weight, eps, cols, group, out);
+  return cudaGetLastError();
+}
+
+cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
+                 cudaStream_t s) {
+  const int64_t n = rows * (cols / head_dim) * (r.rope_dim / 2);
+  if (n <= 0) return cudaSuccess;
+  unsigned b = blocks_for(n, 256);
+  rope_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(x, rows, cols, head_dim, r, positions, inverse);
+  return cudaGetLastError();
+}
+
+cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  unsigned g = blocks_for(n, 256);
+  add_kernel<<<g > 8192 ? 8192 : g, 256, 0, s>>>(a, b, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
+  if (n <= 0 || cols <= 0) return cudaSuccess;
+  gather_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, cols, rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  unsigned b = blocks_for(n, 256);
+  swiglu_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(g, u, n, limit);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
+                   float* comb, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  hc_pre_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(streams, mix, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters,
+                                                            eps, norm_eps, collapsed, post, comb);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
+                    int64_t d, float* new_streams, cudaStream_t s) {
+  const int64_t n = rows * hc * d;
+  if (n <= 0) return cudaSuccess;
+  unsigned b = blocks_for(n, 256);
+  hc_post_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(streams, out, post, comb, rows, hc, d, new_streams);
+  return cudaGetLastError();
+}
+
+cudaError_t hc_head(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  hc_head_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(streams, mix, hc, d, base, scale, eps, norm_eps, out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

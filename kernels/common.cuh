@@ -1,0 +1,94 @@
+// Device helpers shared by the kernel files.
+#pragma once
+
+#include "di_kernels.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+inline constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `red` holds 32 floats; blockDim.x a multiple of 32.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // red may still be read by a previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < nw ? red[lane] : 0.0f;
+  return warp_sum(t);
+}
+
+// Exclusive prefix sum over the block of one int per thread; `red` holds 33 ints. Returns the
+// exclusive prefix; *total gets the block total. blockDim.x a multiple of 32.
+__device__ __forceinline__ int block_exclusive_scan(int v, int* red, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  int x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(kFull, x, o);
+    if (lane >= o) x += y;
+  }
+  __syncthreads();
+  if (lane == 31) red[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nw ? red[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int y = __shfl_up_sync(kFull, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < nw) red[lane] = w;  // inclusive over warps
+    if (lane == 31) red[32] = w;
+  }
+  __syncthreads();
+  const int before = warp ? red[warp - 1] : 0;
+  *total = red[32];
+  return before + x - v;
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ bf16_t to_bf16_bits(float f) {
+  __nv_bfloat16 h = __float2bfloat16_rn(f);
+  return *reinterpret_cast<bf16_t*>(&h);
+}
+
+// Rotates the trailing rope_dim channels of one head vector held in memory (angle negated if inverse).
+// Threads t of n_threads share the pairs.
+__device__ __forceinline__ void rotate_pairs(float* head, int head_dim, const RopeDev& r, int32_t position, bool inverse,
+                                             int t, int n_threads) {
+  float* x = head + head_dim - r.rope_dim;
+  for (int i = t; i < r.rope_dim / 2; i += n_threads) {
+    const float angle = static_cast<float>(position) * r.inv_freq[i];
+    const float c = cosf(angle) * r.attention_factor;
+    float sn = sinf(angle) * r.attention_factor;
+    if (inverse) sn = -sn;
+    const float x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = x0 * c - x1 * sn;
+    x[2 * i + 1] = x1 * c + x0 * sn;
+  }
+}
+
+inline unsigned blocks_for(int64_t n, int threads) {
+  int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 2147483647 ? 2147483647 : b));
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,145 @@
+// CUDA kernels of the DeepInfer CUDA backend, behind plain launch functions (host-callable, no CUDA
+// types beyond cudaStream_t). Depends on nothing in src/. Activations are fp32 row-major matrices,
+// matrix weights bf16 (stored as uint16_t bits), small parameter vectors fp32. Every launcher
+// returns the launch error (cudaGetLastError) and does nothing for empty work.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::kernels {
+
+using bf16_t = uint16_t;  // bits of __nv_bfloat16
+
+// One sequence of the batch (mirrors deepinfer::SequenceStep).
+struct SeqInfo {
+  int32_t slot, first_row, n_tokens, n_past, table_offset, n_blocks;
+};
+
+// Batch metadata in device memory.
+struct BatchDev {
+  const int32_t* tokens = nullptr;     // [rows]
+  const int32_t* positions = nullptr;  // [rows]
+  const int32_t* row_seq = nullptr;    // [rows]
+  const SeqInfo* seqs = nullptr;       // [n_seqs]
+  const int32_t* block_tables = nullptr;
+  int32_t rows = 0, n_seqs = 0;
+};
+
+// Model state storage (offsets and sizes in floats).
+struct StateDev {
+  float* slots = nullptr;
+  float* blocks = nullptr;
+  int64_t slot_floats = 0, block_floats = 0;
+  int32_t block_tokens = 1;
+};
+
+// One layer's state layout (mirrors deepinfer::LayerStateLayout).
+struct LayerDev {
+  int32_t head_dim = 0, window = 0, rate = 0, overlap = 0, index_dim = 0, entries_per_block = 0;
+  int64_t window_offset = 0, ring_offset = 0, index_ring_offset = 0, entry_offset = 0, index_key_offset = 0;
+};
+
+struct RopeDev {
+  const float* inv_freq = nullptr;  // [rope_dim / 2]
+  int32_t rope_dim = 0;
+  float attention_factor = 1.0f;
+};
+
+// A window of compressor state that closes in this step: seqs[seq], window index w.
+struct CompressJob {
+  int32_t seq, w;
+};
+
+// --- elementwise / row ops (basic.cu)
+cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s);
+// out[r] = table[tokens[r]] (bf16 table, or fp32 when table_b16 is null)
+cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
+                  int64_t rows, float* out, cudaStream_t s);
+cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times, float* out, cudaStream_t s);
+// x and out may alias.
+cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
+                     cudaStream_t s);
+cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
+                 cudaStream_t s);
+cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);
+cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
+// g = silu(min(g, limit)) * clamp(u, -limit, limit), in place on g
+cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
+
+// Hyper-connections. `mix` holds streams @ fn^T of the raw (un-normalised) streams; the kernels apply
+// the unweighted RMS norm of each row to it.
+cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
+                   float* comb, cudaStream_t s);
+cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
+                    int64_t d, float* new_streams, cudaStream_t s);
+cudaError_t hc_head(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
+
+// --- model state (state.cu)
+// Pools each closing window of `jobs` into one normalised, rotated entry (reads this step's kv/gate
+// rows and the ring of earlier steps). Run before compress_ring_write of the same step.
+cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
+                          RopeDev rope, bool indexer, const CompressJob* jobs, int n_jobs, BatchDev b, StateDev st,
+                          LayerDev L, cudaStream_t s);
+// Stores this step's last ring_rows kv | gate+ape rows into each sequence's compressor ring.
+cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
+                                StateDev st, LayerDev L, cudaStream_t s);
+// Appends this step's kv rows to each sequence's sliding-window ring.
+cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, cudaStream_t s);
+// Sliding window + compressed entries (all visible ones, or `selected` [rows, sel_cols] when given)
+// with per-head sinks. head_dim <= 512.
+cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
+                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s);
+// scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
+// max_visible bounds the visible count of those rows.
+cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
+                           int64_t max_visible, BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld,
+                           cudaStream_t s);
+// Top k of each row's visible scores, sorted by score (ties: lower index first), -1 padded. k <= 4096.
+cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
+                      int32_t* out, cudaStream_t s);
+
+// --- MoE (moe.cu)
+enum class ScoreFunc : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
+// logits [rows, n_exp] -> experts [rows, top_k] and weights [rows, top_k]. tid2eid [table_rows, top_k]:
+// hash routing by token id. n_exp <= 1024.
+cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid,
+                  int64_t table_rows, const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts,
+                  float* weights, cudaStream_t s);
+
+// Token permutation for the grouped expert GEMMs. `entries` = rows * top_k.
+inline constexpr int kMoeTileRows = 32;
+struct MoePlan {
+  int32_t* counts;      // [n_exp]   (zeroed by moe_plan)
+  int32_t* local;       // [entries] rank of each entry within its expert
+  int32_t* offsets;     // [n_exp + 1]
+  int32_t* pos;         // [entries] row of each entry in the permuted order (-1: invalid expert)
+  int4* tiles;          // [max_tiles] (expert, row begin, row end, 0)
+  int32_t* n_tiles;     // [1]
+  int32_t max_tiles;    // ceil(entries / kMoeTileRows) + min(n_exp, entries)
+};
+cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
+// xperm[pos[e]] = bf16(x[e / top_k])
+cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
+                       cudaStream_t s);
+// h = clamped SwiGLU(xperm @ w1[e]^T, xperm @ w3[e]^T) (bf16 [entries, inter]), per tile's expert.
+cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
+                        const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s);
+// y = h @ w2[e]^T (fp32 [entries, d])
+cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles,
+                     const int32_t* n_tiles, int max_tiles, float* y, cudaStream_t s);
+// fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
+cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s);
+cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,
+                            const int4* tiles, const int32_t* n_tiles, int max_tiles, float* h, cudaStream_t s);
+cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
+                         int max_tiles, float* y, cudaStream_t s);
+// out[t] += Σ_i weights[t, i] * y[pos[t * top_k + i]]
+cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
+                        float* out, cudaStream_t s);
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,369 @@
+// Router scores and selection, token permutation, grouped expert GEMMs (bf16 tensor cores through
+// WMMA, fp32 accumulation) and the weighted combine.
+#include "common.cuh"
+
+#include <mma.h>
+
+#include <climits>
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kRouteWarps = 4;
+constexpr int kMaxExperts = 1024;  // 32 per lane in route
+
+// One warp per row.
+__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __restrict__ logits, int64_t rows, int n_exp,
+                                                                 const float* __restrict__ bias, const int32_t* __restrict__ tid2eid,
+                                                                 int64_t table_rows, const int32_t* __restrict__ tokens, int score,
+                                                                 int top_k, float scaling, int32_t* __restrict__ experts,
+                                                                 float* __restrict__ weights) {
+  extern __shared__ float smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= rows) return;
+  float* sc = smem + warp * n_exp;
+  const float* lg = logits + t * n_exp;
+  if (score == static_cast<int>(ScoreFunc::kSoftmax)) {
+    float mx = -INFINITY;
+    for (int e = lane; e < n_exp; e += 32) mx = fmaxf(mx, lg[e]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int e = lane; e < n_exp; e += 32) sum += (sc[e] = expf(lg[e] - mx));
+    sum = warp_sum(sum);
+    for (int e = lane; e < n_exp; e += 32) sc[e] /= sum;
+  } else if (score == static_cast<int>(ScoreFunc::kSigmoid)) {
+    for (int e = lane; e < n_exp; e += 32) sc[e] = sigmoidf_(lg[e]);
+  } else {
+    for (int e = lane; e < n_exp; e += 32) {
+      const float x = lg[e];
+      sc[e] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+    }
+  }
+  __syncwarp();
+  int32_t* chosen = experts + t * top_k;
+  if (tid2eid) {
+    const int32_t tok = tokens[t];
+    for (int i = lane; i < top_k; i += 32) chosen[i] = (tok >= 0 && tok < table_rows) ? tid2eid[static_cast<int64_t>(tok) * top_k + i] : 0;
+  } else {
+    uint32_t taken = 0;  // bit j: expert lane + 32 j
+    for (int i = 0; i < top_k; ++i) {
+      float best = -INFINITY;
+      int best_e = INT_MAX;
+      for (int j = 0, e = lane; e < n_exp; ++j, e += 32) {
+        if (taken & (1u << j)) continue;
+        const float v = sc[e] + (bias ? bias[e] : 0.0f);
+        if (v > best || (v == best && e < best_e)) {
+          best = v;
+          best_e = e;
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(kFull, best, o);
+        const int oe = __shfl_xor_sync(kFull, best_e, o);
+        if (ov > best || (ov == best && oe < best_e)) {
+          best = ov;
+          best_e = oe;
+        }
+      }
+      if (best_e == INT_MAX) best_e = 0;  // NaN scores: keep the index valid
+      if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
+      if (lane == 0) chosen[i] = best_e;
+    }
+  }
+  __syncwarp();
+  if (lane == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) {
+      const int32_t e = chosen[i];
+      sum += (e >= 0 && e < n_exp) ? sc[e] : 0.0f;
+    }
+    for (int i = 0; i < top_k; ++i) {
+      const int32_t e = chosen[i];
+      weights[t * top_k + i] = ((e >= 0 && e < n_exp) ? sc[e] : 0.0f) / (sum + 1e-20f) * scaling;
+    }
+  }
+}
+
+__global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t entries, int n_exp, int32_t* counts,
+                                 int32_t* __restrict__ local) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride) {
+    const int32_t e = experts[i];
+    local[i] = (e >= 0 && e < n_exp) ? atomicAdd(&counts[e], 1) : -1;
+  }
+}
+
+// One block: offsets = exclusive scan of counts; tiles of kMoeTileRows rows per expert.
+__global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, int32_t* __restrict__ offsets,
+                                int4* __restrict__ tiles, int32_t* __restrict__ n_tiles) {
+  __shared__ int red[33];
+  int row_carry = 0, tile_carry = 0;
+  for (int base = 0; base < n_exp; base += blockDim.x) {
+    const int e = base + threadIdx.x;
+    const int c = e < n_exp ? counts[e] : 0;
+    const int nt = (c + kMoeTileRows - 1) / kMoeTileRows;
+    int rows_total, tiles_total;
+    const int row0 = row_carry + block_exclusive_scan(c, red, &rows_total);
+    const int tile0 = tile_carry + block_exclusive_scan(nt, red, &tiles_total);
+    if (e < n_exp) {
+      offsets[e] = row0;
+      for (int k = 0; k < nt; ++k) {
+        const int b = row0 + k * kMoeTileRows;
+        tiles[tile0 + k] = make_int4(e, b, min(b + kMoeTileRows, row0 + c), 0);
+      }
+    }
+    row_carry += rows_total;
+    tile_carry += tiles_total;
+  }
+  if (threadIdx.x == 0) {
+    offsets[n_exp] = row_carry;
+    *n_tiles = tile_carry;
+  }
+}
+
+__global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ offsets,
+                               const int32_t* __restrict__ local, int32_t* __restrict__ pos) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
+    pos[i] = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
+}
+
+__global__ void moe_gather_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos,
+                                  __nv_bfloat16* __restrict__ xperm) {
+  const int64_t i = blockIdx.x;
+  const int32_t p = pos[i];
+  if (p < 0) return;
+  const float* src = x + (i / top_k) * d;
+  __nv_bfloat16* dst = xperm + static_cast<int64_t>(p) * d;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dst[c] = __float2bfloat16_rn(src[c]);
+}
+
+constexpr int kBM = kMoeTileRows, kBN = 64, kBK = 32, kLds = kBK + 8, kCld = kBN + 4;
+
+// 8 bf16 of row `src` (null: out of range) from column k into shared memory, zero-filled past K.
+__device__ __forceinline__ void load8(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t k, int64_t K, bool vec) {
+  if (!src) {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  } else if (vec && k + 8 <= K) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src + k);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) dst[q] = k + q < K ? src[k + q] : __float2bfloat16_rn(0.0f);
+  }
+}
+
+// grid (tiles, N / kBN): C[rows of the tile, n0 .. n0 + kBN) = A[rows] @ W[e]^T for one (kGateUp: two) weight(s).
+template <bool kGateUp>
+__global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0,
+                                                       const __nv_bfloat16* __restrict__ W1, int64_t K, int64_t N, float limit,
+                                                       const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                                                       __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
+  using namespace nvcuda;
+  constexpr int NW = kGateUp ? 2 : 1;
+  __shared__ __align__(128) __nv_bfloat16 As[kBM * kLds];
+  __shared__ __align__(128) __nv_bfloat16 Bs[NW][kBN * kLds];
+  __shared__ __align__(128) float Cs[NW][kBM * kCld];
+  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
+  const int4 t = tiles[blockIdx.x];
+  const int e = t.x, r0 = t.y, r1 = t.z;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
+  const bool vec = (K % 8) == 0;
+  const __nv_bfloat16* Wb[NW];
+  Wb[0] = W0 + static_cast<int64_t>(e) * N * K;
+  if constexpr (kGateUp) Wb[NW - 1] = W1 + static_cast<int64_t>(e) * N * K;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW][2];
+#pragma unroll
+  for (int w = 0; w < NW; ++w)
+#pragma unroll
+    for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[w][f], 0.0f);
+
+  const int a_row = tid >> 2, a_col = (tid & 3) * 8;
+  const __nv_bfloat16* a_src = (r0 + a_row < r1) ? A + static_cast<int64_t>(r0 + a_row) * K : nullptr;
+  for (int64_t k0 = 0; k0 < K; k0 += kBK) {
+    load8(As + a_row * kLds + a_col, a_src, k0 + a_col, K, vec);
+#pragma unroll
+    for (int w = 0; w < NW; ++w)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int idx = tid + 128 * j, row = idx >> 2, col = (idx & 3) * 8;
+        const __nv_bfloat16* src = (n0 + row < N) ? Wb[w] + (n0 + row) * K : nullptr;
+        load8(Bs[w] + row * kLds + col, src, k0 + col, K, vec);
+      }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
+      wmma::load_matrix_sync(af, As + wm * 16 * kLds + kk, kLds);
+#pragma unroll
+      for (int w = 0; w < NW; ++w)
+#pragma unroll
+        for (int f = 0; f < 2; ++f) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bfr;
+          wmma::load_matrix_sync(bfr, Bs[w] + (wn * 32 + f * 16) * kLds + kk, kLds);
+          wmma::mma_sync(acc[w][f], af, bfr, acc[w][f]);
+        }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int w = 0; w < NW; ++w)
+#pragma unroll
+    for (int f = 0; f < 2; ++f)
+      wmma::store_matrix_sync(Cs[w] + wm * 16 * kCld + wn * 32 + f * 16, acc[w][f], kCld, wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = tid; idx < kBM * kBN; idx += 128) {
+    const int r = idx / kBN, c = idx % kBN;
+    const int64_t row = r0 + r, col = n0 + c;
+    if (row >= r1 || col >= N) continue;
+    if constexpr (kGateUp) {
+      const float a = fminf(Cs[0][r * kCld + c], limit);
+      const float u = fminf(fmaxf(Cs[1][r * kCld + c], -limit), limit);
+      H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
+    } else {
+      Y[row * N + col] = Cs[0][r * kCld + c];
+    }
+  }
+}
+
+// fp32 variant for the backend's fp32 reference mode: one output column per thread, plain FMAs.
+template <bool kGateUp>
+__global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restrict__ A, const float* __restrict__ W0,
+                                                           const float* __restrict__ W1, int64_t K, int64_t N, float limit,
+                                                           const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                                                           float* __restrict__ H, float* __restrict__ Y) {
+  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
+  const int4 t = tiles[blockIdx.x];
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * 64 + (threadIdx.x & 63);
+  if (col >= N) return;
+  const float* w0 = W0 + (static_cast<int64_t>(t.x) * N + col) * K;
+  const float* w1 = kGateUp ? W1 + (static_cast<int64_t>(t.x) * N + col) * K : nullptr;
+  for (int64_t r = t.y + (threadIdx.x >> 6); r < t.z; r += 2) {
+    const float* a = A + r * K;
+    float g = 0.0f, u = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      g += a[k] * w0[k];
+      if constexpr (kGateUp) u += a[k] * w1[k];
+    }
+    if constexpr (kGateUp) {
+      const float x = fminf(g, limit);
+      H[r * N + col] = x / (1.0f + expf(-x)) * fminf(fmaxf(u, -limit), limit);
+    } else {
+      Y[r * N + col] = g;
+    }
+  }
+}
+
+__global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos,
+                                      float* __restrict__ xperm) {
+  const int64_t i = blockIdx.x;
+  const int32_t p = pos[i];
+  if (p < 0) return;
+  const float* src = x + (i / top_k) * d;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xperm[static_cast<int64_t>(p) * d + c] = src[c];
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos, const float* __restrict__ weights,
+                                   int top_k, int64_t d, float* __restrict__ out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = out[t * d + c];
+    for (int i = 0; i < top_k; ++i) {
+      const int32_t p = pos[t * top_k + i];
+      if (p >= 0) acc += y[static_cast<int64_t>(p) * d + c] * weights[t * top_k + i];
+    }
+    out[t * d + c] = acc;
+  }
+}
+
+}  // namespace
+
+cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid, int64_t table_rows,
+                  const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts, float* weights,
+                  cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp)) return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * kRouteWarps * n_exp;
+  route_kernel<<<blocks_for(rows, kRouteWarps), kRouteWarps * 32, smem, s>>>(logits, rows, n_exp, bias, tid2eid, table_rows, tokens,
+                                                                             static_cast<int>(score), top_k, scaling, experts, weights);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s) {
+  if (entries <= 0) return cudaSuccess;
+  cudaError_t e = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * n_exp, s);
+  if (e != cudaSuccess) return e;
+  unsigned g = blocks_for(entries, 256);
+  moe_count_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, n_exp, p.counts, p.local);
+  moe_plan_kernel<<<1, 1024, 0, s>>>(p.counts, n_exp, p.offsets, p.tiles, p.n_tiles);
+  moe_pos_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, p.offsets, p.local, p.pos);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
+                       cudaStream_t s) {
+  if (entries <= 0) return cudaSuccess;
+  moe_gather_kernel<<<static_cast<unsigned>(entries), 256, 0, s>>>(x, d, top_k, pos, reinterpret_cast<__nv_bfloat16*>(xperm));
+  return cudaGetLastError();
+}
+
+cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
+                        const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  const int64_t nb = (inter + kBN - 1) / kBN;
+  if (nb > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
+  moe_gemm_kernel<true><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(xperm), reinterpret_cast<const __nv_bfloat16*>(w1),
+                                             reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, tiles, n_tiles,
+                                             reinterpret_cast<__nv_bfloat16*>(h), nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
+                     int max_tiles, float* y, cudaStream_t s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  const int64_t nb = (d + kBN - 1) / kBN;
+  if (nb > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
+  moe_gemm_kernel<false><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(h), reinterpret_cast<const __nv_bfloat16*>(w2),
+                                              nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s) {
+  if (entries <= 0) return cudaSuccess;
+  moe_gather_f32_kernel<<<static_cast<unsigned>(entries), 256, 0, s>>>(x, d, top_k, pos, xperm);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,
+                            const int4* tiles, const int32_t* n_tiles, int max_tiles, float* h, cudaStream_t s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  const int64_t nb = (inter + 63) / 64;
+  if (nb > 65535) return cudaErrorInvalidValue;
+  moe_gemm_f32_kernel<true><<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s>>>(
+      xperm, w1, w3, d, inter, limit, tiles, n_tiles, h, nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
+                         int max_tiles, float* y, cudaStream_t s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  const int64_t nb = (d + 63) / 64;
+  if (nb > 65535) return cudaErrorInvalidValue;
+  moe_gemm_f32_kernel<false><<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s>>>(
+      h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
+                        float* out, cudaStream_t s) {
+  if (rows <= 0 || d <= 0) return cudaSuccess;
+  moe_combine_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(y, pos, weights, top_k, d, out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

@@ -1,0 +1,419 @@
+// Kernels that read or write model state: compressor pooling and rings, the sliding window,
+// attention over window + compressed entries, the lightning indexer's scores and top-k.
+#include "common.cuh"
+
+#include <cfloat>
+
+namespace deepinfer::kernels {
+namespace {
+
+__device__ __forceinline__ const float* entry_ptr(const BatchDev& b, const StateDev& st, const LayerDev& L,
+                                                  const SeqInfo& sq, int32_t w, int64_t offset, int dim) {
+  const int32_t bi = (w * L.rate) / st.block_tokens;
+  if (bi < 0 || bi >= sq.n_blocks) return nullptr;
+  const int32_t block = b.block_tables[sq.table_offset + bi];
+  return st.blocks + static_cast<int64_t>(block) * st.block_floats + offset + static_cast<int64_t>(w % L.entries_per_block) * dim;
+}
+
+// One block per closing window.
+__global__ void compress_pool_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
+                                     const float* __restrict__ norm, float norm_eps, RopeDev rope, bool indexer,
+                                     const CompressJob* __restrict__ jobs, BatchDev b, StateDev st, LayerDev L) {
+  extern __shared__ float entry[];
+  __shared__ float red[32];
+  const CompressJob job = jobs[blockIdx.x];
+  const SeqInfo sq = b.seqs[job.seq];
+  const int dim = indexer ? L.index_dim : L.head_dim;
+  const int width = indexer ? 2 * L.index_dim : (L.overlap ? 2 * L.head_dim : L.head_dim);
+  const int rate = L.rate, ring_rows = L.overlap ? 2 * rate : rate;
+  const float* ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + (indexer ? L.index_ring_offset : L.ring_offset);
+  const int w = job.w;
+  const bool prev = L.overlap && w > 0;  // first half of the previous window joins (CSA)
+  const int half = L.overlap ? dim : 0;  // this window contributes its second half when overlapping
+  const int n_slots = (prev ? rate : 0) + rate;
+
+  float ss = 0.0f;
+  for (int ch = threadIdx.x; ch < dim; ch += blockDim.x) {
+    // Slot k: position q and channel offset of its value / gate logit.
+    auto fetch = [&](int k, float& v, float& g) {
+      int q, off;
+      if (prev && k < rate) {
+        q = (w - 1) * rate + k;
+        off = 0;
+      } else {
+        q = w * rate + (prev ? k - rate : k);
+        off = half;
+      }
+      if (q >= sq.n_past) {
+        const int64_t row = sq.first_row + (q - sq.n_past);
+        v = kv[row * width + off + ch];
+        g = gate[row * width + off + ch] + ape[static_cast<int64_t>(q % rate) * width + off + ch];
+      } else {
+        const float* rr = ring + static_cast<int64_t>(q % ring_rows) * 2 * width;
+        v = rr[off + ch];
+        g = rr[width + off + ch];
+      }
+    };
+    float mx = -INFINITY, v, g;
+    for (int k = 0; k < n_slots; ++k) {
+      fetch(k, v, g);
+      mx = fmaxf(mx, g);
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < n_slots; ++k) {
+      fetch(k, v, g);
+      sum += expf(g - mx);
+    }
+    float acc = 0.0f;
+    for (int k = 0; k < n_slots; ++k) {
+      fetch(k, v, g);
+      acc += v * (expf(g - mx) / sum);
+    }
+    entry[ch] = acc;
+    ss += acc * acc;
+  }
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + norm_eps);
+  for (int ch = threadIdx.x; ch < dim; ch += blockDim.x) entry[ch] = norm[ch] * (entry[ch] * inv);
+  __syncthreads();
+  rotate_pairs(entry, dim, rope, w * rate, false, threadIdx.x, blockDim.x);
+  __syncthreads();
+  float* dst = const_cast<float*>(entry_ptr(b, st, L, sq, w, indexer ? L.index_key_offset : L.entry_offset, dim));
+  if (!dst) return;
+  for (int ch = threadIdx.x; ch < dim; ch += blockDim.x) dst[ch] = entry[ch];
+}
+
+// One block per batch row.
+__global__ void compress_ring_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
+                                     bool indexer, BatchDev b, StateDev st, LayerDev L) {
+  const int64_t r = blockIdx.x;
+  const SeqInfo sq = b.seqs[b.row_seq[r]];
+  const int32_t i = static_cast<int32_t>(r) - sq.first_row;
+  const int rate = L.rate, ring_rows = L.overlap ? 2 * rate : rate;
+  if (i < sq.n_tokens - ring_rows) return;  // overwritten later in this step
+  const int width = indexer ? 2 * L.index_dim : (L.overlap ? 2 * L.head_dim : L.head_dim);
+  const int32_t q = sq.n_past + i;
+  float* rr = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + (indexer ? L.index_ring_offset : L.ring_offset) +
+              static_cast<int64_t>(q % ring_rows) * 2 * width;
+  const float* a = ape + static_cast<int64_t>(q % rate) * width;
+  for (int ch = threadIdx.x; ch < width; ch += blockDim.x) {
+    rr[ch] = kv[r * width + ch];
+    rr[width + ch] = gate[r * width + ch] + a[ch];
+  }
+}
+
+__global__ void window_kernel(const float* __restrict__ kv, BatchDev b, StateDev st, LayerDev L) {
+  const int64_t r = blockIdx.x;
+  const SeqInfo sq = b.seqs[b.row_seq[r]];
+  const int32_t i = static_cast<int32_t>(r) - sq.first_row;
+  if (i < sq.n_tokens - L.window) return;
+  const int hd = L.head_dim;
+  float* dst = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset +
+               static_cast<int64_t>((sq.n_past + i) % L.window) * hd;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) dst[c] = kv[r * hd + c];
+}
+
+constexpr int kAttnWarps = 4;
+
+// One block per (row, head); each warp runs an online softmax over a share of the keys, then the
+// warps merge with the sink. kChunks * 32 >= head_dim.
+template <int kChunks>
+__global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,
+                                                                    const float* __restrict__ sinks,
+                                                                    const int32_t* __restrict__ selected, int64_t sel_cols,
+                                                                    int heads, BatchDev b, StateDev st, LayerDev L,
+                                                                    float* __restrict__ out) {
+  extern __shared__ float smem[];
+  const int hd = L.head_dim;
+  float* qs = smem;                       // [hd]
+  float* accs = smem + hd;                // [warps][hd]
+  float* ms = accs + kAttnWarps * hd;     // [warps]
+  float* ls = ms + kAttnWarps;            // [warps]
+  const int64_t r = blockIdx.x / heads;
+  const int h = static_cast<int>(blockIdx.x % heads);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const SeqInfo sq = b.seqs[b.row_seq[r]];
+  const int32_t p = b.positions[r];
+  const float* qrow = q + (r * heads + h) * hd;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = qrow[c];
+  __syncthreads();
+
+  const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+  const float* ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
+  const int32_t lo = max(0, p - L.window + 1);
+  const int32_t n_win = p - lo + 1;
+  int64_t n_comp = 0;
+  if (L.rate > 0) n_comp = selected ? sel_cols : (p + 1) / L.rate;
+  const int64_t total = n_win + n_comp;
+
+  float acc[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) acc[c] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = warp; j < total; j += kAttnWarps) {
+    const float* key;
+    if (j < n_win) {
+      const int32_t pos = lo + static_cast<int32_t>(j);
+      key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * hd
+                             : ring + static_cast<int64_t>(pos % L.window) * hd;
+    } else {
+      const int64_t idx = j - n_win;
+      const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
+      if (w < 0) continue;
+      key = entry_ptr(b, st, L, sq, w, L.entry_offset, hd);
+      if (!key) continue;
+    }
+    float kr[kChunks];
+    float dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int ch = c * 32 + lane;
+      kr[c] = ch < hd ? key[ch] : 0.0f;
+      dot += (ch < hd ? qs[ch] : 0.0f) * kr[c];
+    }
+    dot = warp_sum(dot);
+    const float logit = dot * scale;
+    const float m_new = fmaxf(m, logit);
+    const float corr = expf(m - m_new);
+    const float pj = expf(logit - m_new);
+    l = l * corr + pj;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) acc[c] = acc[c] * corr + pj * kr[c];
+    m = m_new;
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int ch = c * 32 + lane;
+    if (ch < hd) accs[warp * hd + ch] = acc[c];
+  }
+  if (lane == 0) {
+    ms[warp] = m;
+    ls[warp] = l;
+  }
+  __syncthreads();
+  const float sink = sinks[h];
+  float mx = sink;
+  for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, ms[w]);
+  float denom = expf(sink - mx);
+  float f[kAttnWarps];
+  for (int w = 0; w < kAttnWarps; ++w) {
+    f[w] = ls[w] > 0.0f ? expf(ms[w] - mx) : 0.0f;
+    denom += ls[w] * f[w];
+  }
+  float* o = out + (r * heads + h) * hd;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+    float v = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) v += accs[w * hd + c] * f[w];
+    o[c] = v / denom;
+  }
+}
+
+constexpr int kIdxWarps = 8;
+constexpr int kIdxEntriesPerBlock = 64;
+
+// grid (rows, entry chunks): scores of one row's visible indexer keys, one warp per key; lanes split
+// the heads.
+__global__ void __launch_bounds__(kIdxWarps * 32) indexer_scores_kernel(const float* __restrict__ q,
+                                                                        const float* __restrict__ weights, int heads,
+                                                                        int64_t row_begin, BatchDev b, StateDev st,
+                                                                        LayerDev L, float* __restrict__ scores, int64_t ld) {
+  extern __shared__ float smem[];
+  const int dim = L.index_dim, qld = dim + 1;
+  float* qs = smem;                          // [heads][dim + 1]
+  float* ws = qs + heads * qld;              // [heads]
+  float* keys = ws + heads;                  // [warps][dim]
+  const int64_t r = row_begin + blockIdx.x;
+  const int32_t visible = (b.positions[r] + 1) / L.rate;
+  const int64_t e0 = static_cast<int64_t>(blockIdx.y) * kIdxEntriesPerBlock;
+  if (e0 >= visible) return;
+  const SeqInfo sq = b.seqs[b.row_seq[r]];
+  const float q_scale = 1.0f / sqrtf(static_cast<float>(dim));
+  const float w_scale = 1.0f / sqrtf(static_cast<float>(heads));
+  for (int i = threadIdx.x; i < heads * dim; i += blockDim.x) qs[(i / dim) * qld + i % dim] = q[r * heads * dim + i];
+  for (int i = threadIdx.x; i < heads; i += blockDim.x) ws[i] = weights[r * heads + i] * w_scale;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* kb = keys + warp * dim;
+  const int64_t e1 = min(static_cast<int64_t>(visible), e0 + kIdxEntriesPerBlock);
+  for (int64_t e = e0 + warp; e < e1; e += kIdxWarps) {
+    const float* key = entry_ptr(b, st, L, sq, static_cast<int32_t>(e), L.index_key_offset, dim);
+    for (int c = lane; c < dim; c += 32) kb[c] = key ? key[c] : 0.0f;
+    __syncwarp();
+    float total = 0.0f;
+    for (int h = lane; h < heads; h += 32) {
+      const float* qh = qs + h * qld;
+      float dot = 0.0f;
+      for (int c = 0; c < dim; ++c) dot += qh[c] * kb[c];
+      total += fmaxf(dot, 0.0f) * q_scale * ws[h];
+    }
+    total = warp_sum(total);
+    if (lane == 0) scores[blockIdx.x * ld + e] = total;
+    __syncwarp();
+  }
+}
+
+// Larger key = larger score; -0 counts as +0 so that equal scores tie.
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ unsigned long long compose(uint32_t key, int64_t i) {
+  return (static_cast<unsigned long long>(key) << 32) | static_cast<unsigned long long>(0xffffffffu - static_cast<uint32_t>(i));
+}
+
+constexpr int kTopkThreads = 1024;
+
+// One block per row: radix-select the k-th largest key, collect the k winners (ties at the
+// threshold by lower index), bitonic-sort them by (score desc, index asc).
+__global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restrict__ scores, int64_t ld, int64_t row_begin,
+                                                            int rate, BatchDev b, int k, int pow2, int32_t* __restrict__ out) {
+  extern __shared__ unsigned long long cand[];  // [pow2]
+  __shared__ int hist[256];
+  __shared__ int red[33];
+  __shared__ uint32_t sh_prefix;
+  __shared__ int sh_need, sh_count;
+  const int64_t r = row_begin + blockIdx.x;
+  const int64_t visible = (b.positions[r] + 1) / rate;
+  const float* sc = scores + blockIdx.x * ld;
+  const int tid = threadIdx.x;
+  const int64_t take = visible < k ? visible : k;
+
+  if (visible <= k) {
+    for (int64_t i = tid; i < visible; i += blockDim.x) cand[i] = compose(order_key(sc[i]), i);
+  } else {
+    uint32_t prefix = 0, mask = 0;
+    int need = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+      __syncthreads();
+      for (int64_t i = tid; i < visible; i += blockDim.x) {
+        const uint32_t key = order_key(sc[i]);
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int cum = 0;
+        for (int bin = 255; bin >= 0; --bin) {
+          const int c = hist[bin];
+          if (cum + c >= need) {
+            sh_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
+            sh_need = need - cum;
+            break;
+          }
+          cum += c;
+        }
+        sh_count = 0;
+      }
+      __syncthreads();
+      prefix = sh_prefix;
+      need = sh_need;
+      mask |= 0xffu << shift;
+    }
+    // prefix is the k-th largest key; `need` elements equal to it are taken, the lowest indices first.
+    for (int64_t i = tid; i < visible; i += blockDim.x) {
+      const uint32_t key = order_key(sc[i]);
+      if (key > prefix) cand[atomicAdd(&sh_count, 1)] = compose(key, i);
+    }
+    const int base = k - need;
+    int taken = 0;
+    for (int64_t start = 0; start < visible && taken < need; start += blockDim.x) {
+      const int64_t i = start + tid;
+      const int flag = (i < visible && order_key(sc[i]) == prefix) ? 1 : 0;
+      int total;
+      const int ex = block_exclusive_scan(flag, red, &total);
+      if (flag && taken + ex < need) cand[base + taken + ex] = compose(prefix, i);
+      taken += total;
+    }
+  }
+  for (int64_t i = take + tid; i < pow2; i += blockDim.x) cand[i] = 0ull;
+  __syncthreads();
+  for (int size = 2; size <= pow2; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid; i < pow2; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const unsigned long long a = cand[i], c = cand[j];
+          const bool desc = (i & size) == 0;
+          if (desc ? a < c : a > c) {
+            cand[i] = c;
+            cand[j] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  int32_t* o = out + r * k;
+  for (int i = tid; i < k; i += blockDim.x)
+    o[i] = i < take ? static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(cand[i] & 0xffffffffull)) : -1;
+}
+
+}  // namespace
+
+cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
+                          RopeDev rope, bool indexer, const CompressJob* jobs, int n_jobs, BatchDev b, StateDev st,
+                          LayerDev L, cudaStream_t s) {
+  if (n_jobs <= 0) return cudaSuccess;
+  const int dim = indexer ? L.index_dim : L.head_dim;
+  compress_pool_kernel<<<n_jobs, 128, dim * sizeof(float), s>>>(kv, gate, ape, norm, norm_eps, rope, indexer, jobs, b, st, L);
+  return cudaGetLastError();
+}
+
+cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
+                                StateDev st, LayerDev L, cudaStream_t s) {
+  if (b.rows <= 0) return cudaSuccess;
+  compress_ring_kernel<<<b.rows, 128, 0, s>>>(kv, gate, ape, indexer, b, st, L);
+  return cudaGetLastError();
+}
+
+cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, cudaStream_t s) {
+  if (b.rows <= 0 || L.window <= 0) return cudaSuccess;
+  window_kernel<<<b.rows, 128, 0, s>>>(kv, b, st, L);
+  return cudaGetLastError();
+}
+
+cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
+                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s) {
+  if (b.rows <= 0 || heads <= 0) return cudaSuccess;
+  const int hd = L.head_dim;
+  if (hd <= 0 || hd > 512) return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * (static_cast<size_t>(hd) * (1 + kAttnWarps) + 2 * kAttnWarps);
+  const unsigned grid = static_cast<unsigned>(static_cast<int64_t>(b.rows) * heads);
+  if (hd <= 128)
+    attention_kernel<4><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out);
+  else
+    attention_kernel<16><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out);
+  return cudaGetLastError();
+}
+
+cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
+                           int64_t max_visible, BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld,
+                           cudaStream_t s) {
+  if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
+  const int dim = L.index_dim;
+  const size_t smem = sizeof(float) * (static_cast<size_t>(heads) * (dim + 1) + heads + static_cast<size_t>(kIdxWarps) * dim);
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t chunks = (max_visible + kIdxEntriesPerBlock - 1) / kIdxEntriesPerBlock;
+  if (chunks > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(chunks));
+  indexer_scores_kernel<<<grid, kIdxWarps * 32, smem, s>>>(q, weights, heads, row_begin, b, st, L, scores, ld);
+  return cudaGetLastError();
+}
+
+cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
+                      int32_t* out, cudaStream_t s) {
+  if (n_rows <= 0 || k <= 0) return cudaSuccess;
+  if (k > 4096 || rate <= 0) return cudaErrorInvalidValue;
+  int pow2 = 1;
+  while (pow2 < k) pow2 <<= 1;
+  const size_t smem = sizeof(unsigned long long) * pow2;
+  topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, smem, s>>>(scores, ld, row_begin, rate, b, k, pow2, out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

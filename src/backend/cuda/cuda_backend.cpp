@@ -1,0 +1,926 @@
+// The CUDA backend: the Backend contract of backend.h on one GPU. Matrix weights live on the device
+// as bf16 (fp8 / MXFP4 / f32 checkpoints are dequantized at upload), small parameter vectors and
+// small matrices also as fp32; activations are fp32 and every product accumulates in fp32 (cuBLAS for
+// dense layers, the kernels of kernels/ for the rest). All work runs in order on one stream; the
+// only synchronizations are begin_forward (the previous forward must be done before its metadata
+// and scratch are reused) and the host copies (read / write).
+//
+// Ops return void: the first failure (a CUDA or cuBLAS error, no memory, a shape that breaks the
+// contract) is kept, every later op is skipped, and the error is returned by the next read / write
+// or begin_forward.
+#include "backend/backend.h"
+#include "backend/cuda/device_arena.h"
+#include "di_kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace deepinfer {
+namespace {
+
+namespace kn = kernels;
+
+// Matrices of at most this many elements keep an fp32 copy next to the bf16 one: the ops that want
+// fp32 weights (hyper-connection mixes, router gate, compressor position bias) use it.
+constexpr int64_t kSmallMatrix = int64_t(1) << 20;
+// Scores of the indexer are computed for row chunks of at most this many floats.
+constexpr int64_t kIndexerScoreFloats = int64_t(64) << 20;
+// Token chunk of the routed-expert path (bounds its permuted buffers).
+constexpr int64_t kMoeChunkRows = 4096;
+
+struct CudaWeight final : DeviceWeight {
+  float* f32 = nullptr;
+  uint16_t* b16 = nullptr;
+  int32_t* i32 = nullptr;
+  ~CudaWeight() override {
+    if (f32) cudaFree(f32);
+    if (b16) cudaFree(b16);
+    if (i32) cudaFree(i32);
+  }
+};
+
+const CudaWeight& cw(const DeviceWeight& w) { return static_cast<const CudaWeight&>(w); }
+
+Error cuda_error(cudaError_t e, const char* what) {
+  return make_error(Code::kBackend, "CUDA: {}: {}", what, cudaGetErrorString(e));
+}
+
+const char* blas_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "error";
+  }
+}
+
+template <class T>
+Result<T*> device_alloc(size_t count, const std::string& what) {
+  void* p = nullptr;
+  if (count == 0) count = 1;
+  cudaError_t e = cudaMalloc(&p, count * sizeof(T));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return make_error(Code::kOutOfMemory, "CUDA: cannot allocate {} bytes for {}: {}", count * sizeof(T), what, cudaGetErrorString(e));
+  }
+  return static_cast<T*>(p);
+}
+
+Result<void> copy_to_device(void* dst, const void* src, size_t bytes, const std::string& what) {
+  if (bytes == 0) return ok();
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) return make_error(Code::kBackend, "CUDA: uploading {}: {}", what, cudaGetErrorString(e));
+  return ok();
+}
+
+std::vector<uint16_t> to_bf16(const float* f, size_t n) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(f[i]);
+  return out;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<Backend>> create(int device, bool fp32_weights) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return make_error(Code::kUnsupported, "no CUDA device is present ({})", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+    }
+    if (device < 0 || device >= count)
+      return make_error(Code::kInvalidArgument, "CUDA device {} does not exist ({} present)", device, count);
+    std::unique_ptr<CudaBackend> b(new CudaBackend(device, fp32_weights));
+    DI_TRYV(b->init());
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (blas_) cublasDestroy(blas_);
+    if (blas_ws_) cudaFree(blas_ws_);
+    if (slots_) cudaFree(slots_);
+    if (blocks_) cudaFree(blocks_);
+    if (meta_dev_) cudaFree(meta_dev_);
+    if (meta_host_) cudaFreeHost(meta_host_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_) + (fp32_ ? " (fp32)" : ""); }
+
+  int64_t free_memory_bytes() const override {
+    size_t free_b = 0, total_b = 0;
+    cudaSetDevice(device_);
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<int64_t>(free_b);
+  }
+
+  // --- weights
+
+  Result<std::unique_ptr<DeviceWeight>> upload(const WeightSource& w) override {
+    DI_TRYV(validate_weight_source(w));
+    DI_TRYV(set_device());
+    const size_t n = static_cast<size_t>(w.numel());
+    std::vector<float> f;
+    auto f32 = [&]() -> const std::vector<float>& {
+      if (f.size() != n) {
+        f.resize(n);
+        dequantize_to_f32(w, f.data());
+      }
+      return f;
+    };
+    const bool want_b16 = w.rows > 1 && !fp32_;
+    const bool want_f32 = fp32_ || w.rows == 1 || w.numel() <= kSmallMatrix;
+    auto out = std::make_unique<CudaWeight>();
+    out->rows = w.rows;
+    out->cols = w.cols;
+    if (want_b16) {
+      DI_TRY(p, device_alloc<uint16_t>(n, w.name));
+      out->b16 = p;
+      if (w.format == WeightFormat::kPlain && w.values.dtype == DType::kBF16) {
+        DI_TRYV(copy_to_device(out->b16, w.values.data, n * 2, w.name));
+      } else {
+        std::vector<uint16_t> h = to_bf16(f32().data(), n);
+        DI_TRYV(copy_to_device(out->b16, h.data(), n * 2, w.name));
+      }
+    }
+    if (want_f32) {
+      DI_TRY(p, device_alloc<float>(n, w.name));
+      out->f32 = p;
+      DI_TRYV(copy_to_device(out->f32, f32().data(), n * 4, w.name));
+    }
+    return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  Result<std::unique_ptr<DeviceWeight>> upload_stacked(const std::vector<WeightSource>& ws) override {
+    if (ws.empty()) return make_error(Code::kInternal, "upload_stacked of nothing");
+    DI_TRYV(set_device());
+    auto out = std::make_unique<CudaWeight>();
+    out->count = static_cast<int64_t>(ws.size());
+    out->rows = ws[0].rows;
+    out->cols = ws[0].cols;
+    const size_t each = static_cast<size_t>(ws[0].numel());
+    if (fp32_) {
+      DI_TRY(p, device_alloc<float>(each * ws.size(), ws[0].name));
+      out->f32 = p;
+    } else {
+      DI_TRY(p, device_alloc<uint16_t>(each * ws.size(), ws[0].name));
+      out->b16 = p;
+    }
+    std::vector<float> f(each);
+    for (size_t e = 0; e < ws.size(); ++e) {
+      if (ws[e].rows != out->rows || ws[e].cols != out->cols)
+        return make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", ws[e].name,
+                          ws[e].rows, ws[e].cols, out->rows, out->cols);
+      DI_TRYV(validate_weight_source(ws[e]));
+      if (fp32_) {
+        dequantize_to_f32(ws[e], f.data());
+        DI_TRYV(copy_to_device(out->f32 + e * each, f.data(), each * 4, ws[e].name));
+      } else if (ws[e].format == WeightFormat::kPlain && ws[e].values.dtype == DType::kBF16) {
+        DI_TRYV(copy_to_device(out->b16 + e * each, ws[e].values.data, each * 2, ws[e].name));
+      } else {
+        dequantize_to_f32(ws[e], f.data());
+        std::vector<uint16_t> h = to_bf16(f.data(), each);
+        DI_TRYV(copy_to_device(out->b16 + e * each, h.data(), each * 2, ws[e].name));
+      }
+    }
+    return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  Result<std::unique_ptr<DeviceWeight>> upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) override {
+    if (static_cast<int64_t>(v.size()) != rows * cols)
+      return make_error(Code::kInternal, "upload_floats: {} values for [{}, {}]", v.size(), rows, cols);
+    WeightSource w;
+    w.name = "floats";
+    w.rows = rows;
+    w.cols = cols;
+    w.values.dtype = DType::kF32;
+    w.values.shape = {rows, cols};
+    w.values.data = reinterpret_cast<const uint8_t*>(v.data());
+    w.values.nbytes = v.size() * sizeof(float);
+    return upload(w);
+  }
+
+  Result<std::unique_ptr<DeviceWeight>> upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) override {
+    if (static_cast<int64_t>(v.size()) != rows * cols)
+      return make_error(Code::kInternal, "upload_ints: {} values for [{}, {}]", v.size(), rows, cols);
+    DI_TRYV(set_device());
+    auto out = std::make_unique<CudaWeight>();
+    out->rows = rows;
+    out->cols = cols;
+    DI_TRY(p, device_alloc<int32_t>(v.size(), "int table"));
+    out->i32 = p;
+    DI_TRYV(copy_to_device(out->i32, v.data(), v.size() * 4, "int table"));
+    return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  // --- model state
+
+  Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) override {
+    DI_TRYV(set_device());
+    DI_TRYV(sync("allocate_state"));
+    if (slots_) cudaFree(slots_);
+    if (blocks_) cudaFree(blocks_);
+    slots_ = blocks_ = nullptr;
+    layout_ = layout;
+    n_slots_ = n_slots;
+    n_blocks_ = n_blocks;
+    if (layout.block_tokens <= 0) return make_error(Code::kInternal, "state layout with block_tokens {}", layout.block_tokens);
+    const size_t slot_n = layout.slot_floats * static_cast<size_t>(std::max(n_slots, 0));
+    const size_t block_n = layout.block_floats * static_cast<size_t>(std::max(n_blocks, 0));
+    auto oom = [&](const Error& e) {
+      return make_error(Code::kOutOfMemory, "cannot allocate model state for {} slots and {} blocks ({} MiB): {}", n_slots, n_blocks,
+                        (slot_n + block_n) * 4 >> 20, e.message);
+    };
+    auto s = device_alloc<float>(slot_n, "state slots");
+    if (!s) return oom(s.error());
+    slots_ = s.value();
+    auto b = device_alloc<float>(block_n, "state blocks");
+    if (!b) return oom(b.error());
+    blocks_ = b.value();
+    cudaError_t e = cudaMemset(slots_, 0, std::max<size_t>(slot_n, 1) * 4);
+    if (e == cudaSuccess) e = cudaMemset(blocks_, 0, std::max<size_t>(block_n, 1) * 4);
+    if (e != cudaSuccess) return cuda_error(e, "zeroing model state");
+    layers_.clear();
+    for (const LayerStateLayout& L : layout.layers) {
+      kn::LayerDev d;
+      d.head_dim = L.head_dim;
+      d.window = L.window;
+      d.rate = L.rate;
+      d.overlap = L.overlap ? 1 : 0;
+      d.index_dim = L.index_dim;
+      d.entries_per_block = std::max(L.entries_per_block, 1);
+      d.window_offset = static_cast<int64_t>(L.window_offset);
+      d.ring_offset = static_cast<int64_t>(L.ring_offset);
+      d.index_ring_offset = static_cast<int64_t>(L.index_ring_offset);
+      d.entry_offset = static_cast<int64_t>(L.entry_offset);
+      d.index_key_offset = static_cast<int64_t>(L.index_key_offset);
+      layers_.push_back(d);
+    }
+    return ok();
+  }
+
+  void reset_slot(int slot) override {
+    if (slot < 0 || slot >= n_slots_) return fail(make_error(Code::kInternal, "reset_slot({}) outside the {} slots", slot, n_slots_));
+    if (layout_.slot_floats == 0) return;
+    check(cudaMemsetAsync(slots_ + static_cast<size_t>(slot) * layout_.slot_floats, 0, layout_.slot_floats * 4, stream_), "reset_slot");
+  }
+
+  // --- one forward
+
+  Result<void> begin_forward(const ForwardBatch& batch) override {
+    DI_TRYV(set_device());
+    if (failed_) {  // a failure of the previous forward that nobody read yet
+      failed_ = false;
+      return error_;
+    }
+    const int32_t T = batch.rows();
+    if (batch.positions.size() != batch.tokens.size() || batch.row_seq.size() != batch.tokens.size())
+      return make_error(Code::kInternal, "batch with {} tokens, {} positions, {} row sequences", batch.tokens.size(),
+                        batch.positions.size(), batch.row_seq.size());
+    for (const auto& s : batch.seqs) {
+      if (s.slot < 0 || s.slot >= n_slots_) return make_error(Code::kInternal, "slot {} outside the {} allocated", s.slot, n_slots_);
+      if (s.n_tokens < 0 || s.n_past < 0 || s.first_row < 0 || s.first_row + s.n_tokens > T)
+        return make_error(Code::kInternal, "sequence in slot {} has rows [{}, {}) of a batch of {}", s.slot, s.first_row,
+                          s.first_row + s.n_tokens, T);
+      if (s.n_blocks < layout_.blocks_for(static_cast<int64_t>(s.n_past) + s.n_tokens))
+        return make_error(Code::kInternal, "sequence in slot {} has {} blocks for {} tokens", s.slot, s.n_blocks, s.n_past + s.n_tokens);
+      if (s.table_offset < 0 || s.table_offset + s.n_blocks > static_cast<int32_t>(batch.block_tables.size()))
+        return make_error(Code::kInternal, "sequence in slot {} has a block table outside the batch's", s.slot);
+      for (int32_t b = 0; b < s.n_blocks; ++b) {
+        int32_t id = batch.block_tables[s.table_offset + b];
+        if (id < 0 || id >= n_blocks_) return make_error(Code::kInternal, "block id {} outside the {} allocated", id, n_blocks_);
+      }
+    }
+    for (int32_t r = 0; r < T; ++r) {
+      const int32_t si = batch.row_seq[r];
+      if (si < 0 || si >= static_cast<int32_t>(batch.seqs.size()))
+        return make_error(Code::kInternal, "row {} belongs to sequence {} of {}", r, si, batch.seqs.size());
+      const SequenceStep& s = batch.seqs[si];
+      if (r < s.first_row || r >= s.first_row + s.n_tokens || batch.positions[r] != s.n_past + (r - s.first_row))
+        return make_error(Code::kInternal, "row {} (position {}) does not match its sequence", r, batch.positions[r]);
+    }
+    for (int32_t r : batch.logit_rows)
+      if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
+
+    DI_TRYV(sync("begin_forward"));  // the previous forward no longer uses metadata or scratch
+    scratch_.reset(stream_);
+    temp_.reset(stream_);
+
+    // Windows that close in this step, per compress rate (the compress jobs).
+    std::vector<int32_t> jobs;
+    jobs_by_rate_.clear();
+    for (const LayerStateLayout& L : layout_.layers) {
+      if (L.rate <= 0 || jobs_by_rate_.count(L.rate)) continue;
+      const int32_t begin = static_cast<int32_t>(jobs.size() / 2);
+      for (size_t si = 0; si < batch.seqs.size(); ++si) {
+        const SequenceStep& s = batch.seqs[si];
+        const int32_t w0 = (s.n_past + L.rate) / L.rate - 1, w1 = (s.n_past + s.n_tokens) / L.rate - 1;
+        for (int32_t w = w0; w <= w1; ++w) {
+          jobs.push_back(static_cast<int32_t>(si));
+          jobs.push_back(w);
+        }
+      }
+      jobs_by_rate_[L.rate] = {begin, static_cast<int32_t>(jobs.size() / 2) - begin};
+    }
+
+    // One upload of the metadata: tokens, positions, row_seq, seqs, block tables, logit rows, jobs.
+    const size_t S = batch.seqs.size();
+    size_t off[8];
+    size_t n = 0;
+    auto region = [&](size_t ints) {
+      size_t at = n;
+      n += (ints + 3) & ~size_t(3);  // 16-byte aligned regions
+      return at;
+    };
+    off[0] = region(T);
+    off[1] = region(T);
+    off[2] = region(T);
+    off[3] = region(S * 6);
+    off[4] = region(batch.block_tables.size());
+    off[5] = region(batch.logit_rows.size());
+    off[6] = region(jobs.size());
+    DI_TRYV(reserve_meta(n));
+    int32_t* h = meta_host_;
+    std::memcpy(h + off[0], batch.tokens.data(), 4 * static_cast<size_t>(T));
+    std::memcpy(h + off[1], batch.positions.data(), 4 * static_cast<size_t>(T));
+    std::memcpy(h + off[2], batch.row_seq.data(), 4 * static_cast<size_t>(T));
+    for (size_t i = 0; i < S; ++i) {
+      const SequenceStep& s = batch.seqs[i];
+      const int32_t v[6] = {s.slot, s.first_row, s.n_tokens, s.n_past, s.table_offset, s.n_blocks};
+      std::memcpy(h + off[3] + 6 * i, v, sizeof v);
+    }
+    if (!batch.block_tables.empty()) std::memcpy(h + off[4], batch.block_tables.data(), 4 * batch.block_tables.size());
+    if (!batch.logit_rows.empty()) std::memcpy(h + off[5], batch.logit_rows.data(), 4 * batch.logit_rows.size());
+    if (!jobs.empty()) std::memcpy(h + off[6], jobs.data(), 4 * jobs.size());
+    if (n > 0) {
+      cudaError_t e = cudaMemcpyAsync(meta_dev_, meta_host_, 4 * n, cudaMemcpyHostToDevice, stream_);
+      if (e != cudaSuccess) return cuda_error(e, "uploading batch metadata");
+    }
+    int32_t* d = meta_dev_;
+    bdev_.tokens = d + off[0];
+    bdev_.positions = d + off[1];
+    bdev_.row_seq = d + off[2];
+    bdev_.seqs = reinterpret_cast<const kn::SeqInfo*>(d + off[3]);
+    bdev_.block_tables = d + off[4];
+    bdev_.rows = T;
+    bdev_.n_seqs = static_cast<int32_t>(S);
+    logit_rows_dev_ = d + off[5];
+    jobs_dev_ = reinterpret_cast<const kn::CompressJob*>(d + off[6]);
+    state_.slots = slots_;
+    state_.blocks = blocks_;
+    state_.slot_floats = static_cast<int64_t>(layout_.slot_floats);
+    state_.block_floats = static_cast<int64_t>(layout_.block_floats);
+    state_.block_tokens = layout_.block_tokens;
+    batch_ = &batch;
+    return ok();
+  }
+
+  Tensor scratch(int64_t rows, int64_t cols) override {
+    Tensor t{nullptr, rows, cols};
+    const int64_t n = rows * cols;
+    if (failed_ || n <= 0) return t;
+    t.data = static_cast<float*>(scratch_.take(static_cast<size_t>(n) * 4));
+    if (!t.data) {
+      fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a {} x {} scratch tensor", rows, cols));
+      return t;
+    }
+    check(cudaMemsetAsync(t.data, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+    return t;
+  }
+
+  IntTensor scratch_int(int64_t rows, int64_t cols) override {
+    IntTensor t{nullptr, rows, cols};
+    const int64_t n = rows * cols;
+    if (failed_ || n <= 0) return t;
+    t.data = static_cast<int32_t*>(scratch_.take(static_cast<size_t>(n) * 4));
+    if (!t.data) {
+      fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a {} x {} scratch tensor", rows, cols));
+      return t;
+    }
+    check(cudaMemsetAsync(t.data, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+    return t;
+  }
+
+  Result<void> read(Tensor t, float* host) override { return copy_out(t.data, host, t.rows * t.cols); }
+  Result<void> read_ints(IntTensor t, int32_t* host) override { return copy_out(t.data, host, t.rows * t.cols); }
+  Result<void> write(Tensor t, const float* host) override { return copy_in(t.data, host, t.rows * t.cols); }
+  Result<void> write_ints(IntTensor t, const int32_t* host) override { return copy_in(t.data, host, t.rows * t.cols); }
+
+  // --- ops
+
+  void embed(const DeviceWeight& table, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    const auto& w = cw(table);
+    if (!expect(out.rows == bdev_.rows && out.cols == w.cols, "embed: output [{}, {}] for {} rows of a [{}, {}] table", out.rows,
+                out.cols, bdev_.rows, w.rows, w.cols))
+      return;
+    // fp32 rows where the table is small enough to keep them, bf16 otherwise
+    check(kn::embed(w.f32 ? nullptr : w.b16, w.f32, w.rows, w.cols, bdev_.tokens, out.rows, out.data, stream_), "embed");
+  }
+
+  void repeat_columns(Tensor x, int times, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(out.rows == x.rows && out.cols == x.cols * times, "repeat_columns: [{}, {}] x {} into [{}, {}]", x.rows, x.cols, times,
+                out.rows, out.cols))
+      return;
+    check(kn::repeat_columns(x.data, x.rows, x.cols, times, out.data, stream_), "repeat_columns");
+  }
+
+  void linear(Tensor x, const DeviceWeight& w, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(w.count == 1 && x.cols == w.cols && out.cols == w.rows && out.rows == x.rows,
+                "linear: [{}, {}] @ [{}, {}]^T into [{}, {}]", x.rows, x.cols, w.rows, w.cols, out.rows, out.cols))
+      return;
+    gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
+  }
+
+  void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(groups > 0 && x.cols % groups == 0 && w.rows % groups == 0 && w.cols == x.cols / groups &&
+                    out.cols == w.rows && out.rows == x.rows,
+                "grouped_linear: [{}, {}] in {} groups with [{}, {}] into [{}, {}]", x.rows, x.cols, groups, w.rows, w.cols, out.rows,
+                out.cols))
+      return;
+    const int64_t k = x.cols / groups, n = w.rows / groups;
+    gemm(x.data, x.rows, k, x.cols, cw(w), 0, n, k, n * k, groups, out.data, out.cols, false);
+  }
+
+  void rms_norm(Tensor x, const DeviceWeight* weight, float eps, int group, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(group > 0 && x.cols % group == 0 && out.rows == x.rows && out.cols == x.cols &&
+                    (!weight || weight->rows * weight->cols == group),
+                "rms_norm: [{}, {}] in groups of {}", x.rows, x.cols, group))
+      return;
+    const float* wt = weight ? fvec(*weight, "rms_norm weight") : nullptr;
+    if (weight && !wt) return;
+    check(kn::rms_norm(x.data, wt, eps, x.rows, x.cols, group, out.data, stream_), "rms_norm");
+  }
+
+  void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(head_dim > 0 && x.cols % head_dim == 0 && rope.rope_dim <= head_dim && rope.rope_dim % 2 == 0 && x.rows == bdev_.rows,
+                "rope: [{}, {}] with head_dim {} and rope_dim {}", x.rows, x.cols, head_dim, rope.rope_dim))
+      return;
+    kn::RopeDev r = rope_dev(rope);
+    if (!r.inv_freq) return;
+    check(kn::rope(x.data, x.rows, x.cols, head_dim, r, bdev_.positions, inverse, stream_), "rope");
+  }
+
+  void add(Tensor a, Tensor b) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(a.rows * a.cols == b.rows * b.cols, "add: [{}, {}] += [{}, {}]", a.rows, a.cols, b.rows, b.cols)) return;
+    check(kn::add(a.data, b.data, a.rows * a.cols, stream_), "add");
+  }
+
+  void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    if (!expect(out.rows == static_cast<int64_t>(rows.size()) && out.cols == x.cols, "gather_rows: {} rows into [{}, {}]", rows.size(),
+                out.rows, out.cols))
+      return;
+    for (int32_t r : rows)
+      if (!expect(r >= 0 && r < x.rows, "gather_rows: row {} of {}", r, x.rows)) return;
+    if (rows.empty()) return;
+    const int32_t* d = nullptr;
+    if (batch_ && &rows == &batch_->logit_rows) {
+      d = logit_rows_dev_;
+    } else {
+      auto* p = static_cast<int32_t*>(temp(rows.size() * 4));
+      if (!p) return;
+      if (!check(cudaMemcpyAsync(p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_), "gather_rows upload")) return;
+      d = p;
+    }
+    check(kn::gather_rows(x.data, x.cols, d, out.rows, out.data, stream_), "gather_rows");
+  }
+
+  void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) override {
+    Op op(*this);
+    if (!op) return;
+    const int n = hc.hc, mix = (2 + n) * n;
+    const int64_t d = collapsed.cols;
+    if (!expect(n >= 1 && n <= 16 && streams.cols == n * d && hc.fn->rows == mix && hc.fn->cols == streams.cols &&
+                    collapsed.rows == streams.rows && post.cols == n && comb.cols == n * n,
+                "hc_pre: streams [{}, {}], hc {}, collapsed [{}, {}]", streams.rows, streams.cols, n, collapsed.rows, collapsed.cols))
+      return;
+    const float* base = fvec(*hc.base, "hc base");
+    const float* scale = fvec(*hc.scale, "hc scale");
+    float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * mix) * 4));
+    if (!base || !scale || !m) return;
+    if (!gemm(streams.data, streams.rows, streams.cols, streams.cols, cw(*hc.fn), 0, mix, streams.cols, 0, 1, m, mix, true)) return;
+    check(kn::hc_pre(streams.data, m, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, collapsed.data, post.data,
+                     comb.data, stream_),
+          "hc_pre");
+  }
+
+  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) override {
+    Op op(*this);
+    if (!op) return;
+    const int n = static_cast<int>(post.cols);
+    if (!expect(streams.cols == n * out.cols && new_streams.cols == streams.cols && comb.cols == n * n,
+                "hc_post: streams [{}, {}], out [{}, {}], hc {}", streams.rows, streams.cols, out.rows, out.cols, n))
+      return;
+    check(kn::hc_post(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, stream_), "hc_post");
+  }
+
+  void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    const int n = hc.hc;
+    if (!expect(n >= 1 && n <= 16 && streams.cols == n * out.cols && hc.fn->rows == n && hc.fn->cols == streams.cols,
+                "hc_head: streams [{}, {}], hc {}, out [{}, {}]", streams.rows, streams.cols, n, out.rows, out.cols))
+      return;
+    const float* base = fvec(*hc.base, "hc_head base");
+    const float* scale = fvec(*hc.scale, "hc_head scale");
+    float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * n) * 4));
+    if (!base || !scale || !m) return;
+    if (!gemm(streams.data, streams.rows, streams.cols, streams.cols, cw(*hc.fn), 0, n, streams.cols, 0, 1, m, n, true)) return;
+    check(kn::hc_head(streams.data, m, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, out.data, stream_), "hc_head");
+  }
+
+  void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {
+    Op op(*this);
+    if (!op || !layer_ok(layer)) return;
+    const LayerStateLayout& L = layout_.layers[layer];
+    const int width = c.indexer ? L.index_width() : L.width();
+    if (!expect(L.rate > 0 && (!c.indexer || L.index_dim > 0) && kv.cols == width && gate.cols == width && kv.rows == bdev_.rows &&
+                    gate.rows == bdev_.rows && c.ape->rows == L.rate && c.ape->cols == width,
+                "compress: layer {} (rate {}) with kv [{}, {}], gate [{}, {}]", layer, L.rate, kv.rows, kv.cols, gate.rows, gate.cols))
+      return;
+    const float* ape = fmat(*c.ape, "compressor ape");
+    const float* norm = fvec(*c.norm, "compressor norm");
+    kn::RopeDev r = rope_dev(c.rope);
+    if (!ape || !norm || !r.inv_freq) return;
+    const auto jobs = jobs_by_rate_[L.rate];
+    if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs_dev_ + jobs.first, jobs.second, bdev_,
+                                 state_, layers_[layer], stream_),
+               "compress pool"))
+      return;
+    check(kn::compress_ring_write(kv.data, gate.data, ape, c.indexer, bdev_, state_, layers_[layer], stream_), "compress ring");
+  }
+
+  void indexer_topk(int layer, Tensor q, Tensor weights, int heads, IntTensor out) override {
+    Op op(*this);
+    if (!op || !layer_ok(layer)) return;
+    const LayerStateLayout& L = layout_.layers[layer];
+    if (!expect(L.rate > 0 && L.index_dim > 0 && heads > 0 && q.cols == static_cast<int64_t>(heads) * L.index_dim &&
+                    weights.cols == heads && q.rows == bdev_.rows && out.rows == q.rows && out.cols > 0 && out.cols <= 4096,
+                "indexer_topk: layer {} with q [{}, {}], {} heads, top {}", layer, q.rows, q.cols, heads, out.cols))
+      return;
+    int64_t max_visible = 1;
+    for (int32_t p : batch_->positions) max_visible = std::max<int64_t>(max_visible, (p + 1) / L.rate);
+    const int64_t chunk = std::max<int64_t>(1, kIndexerScoreFloats / max_visible);
+    float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
+    if (!scores) return;
+    for (int64_t r0 = 0; r0 < q.rows; r0 += chunk) {
+      const int64_t nr = std::min(chunk, q.rows - r0);
+      if (!check(kn::indexer_scores(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores, max_visible,
+                                    stream_),
+                 "indexer scores"))
+        return;
+      if (!check(kn::topk_rows(scores, max_visible, r0, nr, L.rate, bdev_, static_cast<int>(out.cols), out.data, stream_), "indexer top-k"))
+        return;
+    }
+  }
+
+  void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) override {
+    Op op(*this);
+    if (!op || !layer_ok(layer)) return;
+    const LayerStateLayout& L = layout_.layers[layer];
+    const int hd = L.head_dim;
+    if (!expect(hd > 0 && hd <= 512 && q.cols % hd == 0 && kv.cols == hd && q.rows == bdev_.rows && kv.rows == q.rows &&
+                    out.rows == q.rows && out.cols == q.cols && sinks.rows * sinks.cols == q.cols / hd &&
+                    (!selected || selected->rows == q.rows),
+                "attention: layer {} (head_dim {}) with q [{}, {}], kv [{}, {}]", layer, hd, q.rows, q.cols, kv.rows, kv.cols))
+      return;
+    const float* sk = fvec(sinks, "attention sinks");
+    if (!sk) return;
+    const bool sel = selected && L.rate > 0;
+    check(kn::attention(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, static_cast<int>(q.cols / hd),
+                        bdev_, state_, layers_[layer], out.data, stream_),
+          "attention");
+  }
+
+  void window_update(int layer, Tensor kv) override {
+    Op op(*this);
+    if (!op || !layer_ok(layer)) return;
+    const LayerStateLayout& L = layout_.layers[layer];
+    if (!expect(kv.cols == L.head_dim && kv.rows == bdev_.rows, "window_update: layer {} with kv [{}, {}]", layer, kv.rows, kv.cols))
+      return;
+    check(kn::window_write(kv.data, bdev_, state_, layers_[layer], stream_), "window_update");
+  }
+
+  void route(Tensor x, const Router& r, IntTensor experts, Tensor weights) override {
+    Op op(*this);
+    if (!op) return;
+    const int64_t n_exp = r.gate->rows;
+    if (!expect(r.gate->cols == x.cols && n_exp > 0 && n_exp <= 1024 && experts.cols == r.top_k && weights.cols == r.top_k &&
+                    experts.rows == x.rows && weights.rows == x.rows && (r.tid2eid || r.top_k <= n_exp) &&
+                    (!r.tid2eid || (cw(*r.tid2eid).i32 && r.tid2eid->cols == r.top_k)) && (!r.tid2eid || x.rows == bdev_.rows),
+                "route: x [{}, {}], gate [{}, {}], top {}", x.rows, x.cols, n_exp, r.gate->cols, r.top_k))
+      return;
+    const float* bias = r.bias ? fvec(*r.bias, "router bias") : nullptr;
+    float* logits = static_cast<float*>(temp(static_cast<size_t>(x.rows * n_exp) * 4));
+    if ((r.bias && !bias) || !logits) return;
+    if (!gemm(x.data, x.rows, x.cols, x.cols, cw(*r.gate), 0, n_exp, x.cols, 0, 1, logits, n_exp, true)) return;
+    const kn::ScoreFunc sf = r.score == RouterScore::kSigmoid ? kn::ScoreFunc::kSigmoid
+                             : r.score == RouterScore::kSoftmax ? kn::ScoreFunc::kSoftmax
+                                                                : kn::ScoreFunc::kSqrtSoftplus;
+    check(kn::route(logits, x.rows, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
+                    r.tid2eid ? r.tid2eid->rows : 0, bdev_.tokens, sf, r.top_k, r.scaling, experts.data, weights.data, stream_),
+          "route");
+  }
+
+  void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    const auto& w1 = cw(*e.w1);
+    const auto& w3 = cw(*e.w3);
+    const auto& w2 = cw(*e.w2);
+    const int64_t n_exp = w1.count, inter = w1.rows, d = x.cols;
+    const int k = static_cast<int>(experts.cols);
+    const bool f32 = w1.f32 && w3.f32 && w2.f32;
+    if (!expect((f32 || (w1.b16 && w3.b16 && w2.b16)) && w1.cols == d && w3.count == n_exp && w3.rows == inter && w3.cols == d &&
+                    w2.count == n_exp && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
+                    weights.cols == k && out.rows == x.rows && out.cols == d && k > 0,
+                "moe_experts: x [{}, {}], {} experts of [{}, {}], top {}", x.rows, x.cols, n_exp, inter, w1.cols, k))
+      return;
+    if (x.rows == 0) return;
+    const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
+    const int64_t entries_max = chunk * k;
+    const int max_tiles = static_cast<int>((entries_max + kn::kMoeTileRows - 1) / kn::kMoeTileRows + std::min<int64_t>(n_exp, entries_max));
+    kn::MoePlan plan;
+    plan.counts = static_cast<int32_t*>(temp(static_cast<size_t>(n_exp) * 4));
+    plan.local = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4));
+    plan.offsets = static_cast<int32_t*>(temp(static_cast<size_t>(n_exp + 1) * 4));
+    plan.pos = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4));
+    plan.tiles = static_cast<int4*>(temp(static_cast<size_t>(max_tiles) * sizeof(int4)));
+    plan.n_tiles = static_cast<int32_t*>(temp(4));
+    plan.max_tiles = max_tiles;
+    const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
+    void* xperm = temp(static_cast<size_t>(entries_max * d) * act);
+    void* h = temp(static_cast<size_t>(entries_max * inter) * act);
+    auto* y = static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
+    if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles || !xperm || !h || !y) return;
+    for (int64_t r0 = 0; r0 < x.rows; r0 += chunk) {
+      const int64_t nr = std::min(chunk, x.rows - r0), entries = nr * k;
+      const int32_t* ex = experts.data + r0 * k;
+      if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
+      const int tiles = static_cast<int>((entries + kn::kMoeTileRows - 1) / kn::kMoeTileRows + std::min<int64_t>(n_exp, entries));
+      if (f32) {
+        auto* xp = static_cast<float*>(xperm);
+        auto* hp = static_cast<float*>(h);
+        if (!check(kn::moe_gather_f32(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
+        if (!check(kn::moe_gate_up_f32(xp, w1.f32, w3.f32, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_), "moe gate/up"))
+          return;
+        if (!check(kn::moe_down_f32(hp, w2.f32, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_), "moe down")) return;
+      } else {
+        auto* xp = static_cast<kn::bf16_t*>(xperm);
+        auto* hp = static_cast<kn::bf16_t*>(h);
+        if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
+        if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_), "moe gate/up"))
+          return;
+        if (!check(kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_), "moe down")) return;
+      }
+      if (!check(kn::moe_combine(y, plan.pos, weights.data + r0 * k, nr, k, d, out.data + r0 * d, stream_), "moe combine")) return;
+    }
+  }
+
+  void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) override {
+    Op op(*this);
+    if (!op) return;
+    const int64_t inter = w1.rows;
+    if (!expect(w3.rows == inter && w1.cols == x.cols && w3.cols == x.cols && w2.cols == inter && w2.rows == out.cols && out.rows == x.rows,
+                "swiglu: x [{}, {}], w1 [{}, {}], w2 [{}, {}]", x.rows, x.cols, w1.rows, w1.cols, w2.rows, w2.cols))
+      return;
+    Tensor g{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
+    Tensor u{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
+    if (!g.data || !u.data) return;
+    linear(x, w1, g);
+    linear(x, w3, u);
+    if (failed_ || !check(kn::swiglu(g.data, u.data, x.rows * inter, limit, stream_), "swiglu")) return;
+    linear(g, w2, out);
+  }
+
+ private:
+  CudaBackend(int device, bool fp32_weights) : device_(device), fp32_(fp32_weights) {}
+
+  // Marks an op: the outermost one recycles the temporary arena (stream order makes that safe).
+  class Op {
+   public:
+    explicit Op(CudaBackend& b) : b_(b) {
+      if (b_.op_depth_++ == 0 && !b_.failed_) b_.temp_.reset(b_.stream_);
+    }
+    ~Op() { --b_.op_depth_; }
+    explicit operator bool() const { return !b_.failed_; }
+
+   private:
+    CudaBackend& b_;
+  };
+
+  Result<void> init() {
+    DI_TRYV(set_device());
+    cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return cuda_error(e, "creating a stream");
+    cublasStatus_t s = cublasCreate(&blas_);
+    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: cannot create a handle: {}", blas_name(s));
+    s = cublasSetStream(blas_, stream_);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      // A fixed workspace keeps cuBLAS from allocating during forwards (and capturable in graphs).
+      constexpr size_t kWs = size_t(32) << 20;
+      DI_TRY(ws, device_alloc<char>(kWs, "cuBLAS workspace"));
+      blas_ws_ = ws;
+      s = cublasSetWorkspace(blas_, blas_ws_, kWs);
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);  // no TF32 for fp32 products
+    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up the handle: {}", blas_name(s));
+    return ok();
+  }
+
+  Result<void> set_device() {
+    cudaError_t e = cudaSetDevice(device_);
+    if (e != cudaSuccess) return cuda_error(e, "selecting the device");
+    return ok();
+  }
+
+  Result<void> sync(const char* what) {
+    cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) return cuda_error(e, what);
+    return ok();
+  }
+
+  Result<void> reserve_meta(size_t ints) {
+    if (ints <= meta_cap_) return ok();
+    const size_t cap = std::max(ints * 2, size_t(1) << 16);
+    if (meta_dev_) cudaFree(meta_dev_);
+    if (meta_host_) cudaFreeHost(meta_host_);
+    meta_dev_ = nullptr;
+    meta_host_ = nullptr;
+    meta_cap_ = 0;
+    DI_TRY(d, device_alloc<int32_t>(cap, "batch metadata"));
+    meta_dev_ = d;
+    void* h = nullptr;
+    cudaError_t e = cudaMallocHost(&h, cap * 4);
+    if (e != cudaSuccess) return cuda_error(e, "allocating pinned host memory for batch metadata");
+    meta_host_ = static_cast<int32_t*>(h);
+    meta_cap_ = cap;
+    return ok();
+  }
+
+  template <class T>
+  Result<void> copy_out(const T* dev, T* host, int64_t n) {
+    if (failed_) return error_;
+    if (n > 0) {
+      cudaError_t e = cudaMemcpyAsync(host, dev, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost, stream_);
+      if (e != cudaSuccess) return cuda_error(e, "reading a tensor");
+    }
+    DI_TRYV(sync("reading a tensor"));
+    return ok();
+  }
+
+  template <class T>
+  Result<void> copy_in(T* dev, const T* host, int64_t n) {
+    if (failed_) return error_;
+    if (n > 0) {
+      cudaError_t e = cudaMemcpyAsync(dev, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_);
+      if (e != cudaSuccess) return cuda_error(e, "writing a tensor");
+    }
+    DI_TRYV(sync("writing a tensor"));
+    return ok();
+  }
+
+  void fail(Error e) {
+    if (failed_) return;
+    failed_ = true;
+    error_ = std::move(e);
+  }
+
+  bool check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return true;
+    fail(cuda_error(e, what));
+    return false;
+  }
+
+  bool check_blas(cublasStatus_t s, const char* what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return true;
+    fail(make_error(Code::kBackend, "cuBLAS: {}: {}", what, blas_name(s)));
+    return false;
+  }
+
+  template <class... Args>
+  bool expect(bool cond, fmt::format_string<Args...> f, Args&&... args) {
+    if (cond) return true;
+    fail(make_error(Code::kInternal, f, std::forward<Args>(args)...));
+    return false;
+  }
+
+  bool layer_ok(int layer) {
+    return expect(layer >= 0 && layer < static_cast<int>(layers_.size()), "layer {} outside the state layout's {}", layer, layers_.size());
+  }
+
+  void* temp(size_t bytes) {
+    void* p = temp_.take(bytes);
+    if (!p) fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for {} bytes of temporaries", bytes));
+    return p;
+  }
+
+  const float* fvec(const DeviceWeight& w, const char* what) {
+    const float* p = cw(w).f32;
+    if (!p) fail(make_error(Code::kInternal, "{} has no fp32 copy on the device", what));
+    return p;
+  }
+  const float* fmat(const DeviceWeight& w, const char* what) { return fvec(w, what); }
+
+  kn::RopeDev rope_dev(const Rope& rope) {
+    kn::RopeDev r;
+    r.inv_freq = rope.inv_freq ? fvec(*rope.inv_freq, "rope inv_freq") : nullptr;
+    if (!rope.inv_freq) fail(make_error(Code::kInternal, "rope without inv_freq"));
+    r.rope_dim = rope.rope_dim;
+    r.attention_factor = rope.attention_factor;
+    return r;
+  }
+
+  // C[i] (rows x n, ldc) = X[i] (rows x k, ldx) @ W[i]^T for `batch` groups: X[i] = x + i * k,
+  // W[i] = w + w_off + i * w_stride, C[i] = c + i * n. bf16 weights (activations rounded to bf16)
+  // unless prefer_f32 and the weight has an fp32 copy; fp32 accumulation either way.
+  bool gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
+            int64_t w_stride, int batch, float* c, int64_t ldc, bool prefer_f32) {
+    if (rows == 0 || n == 0) return true;
+    const float one = 1.0f, zero = 0.0f;
+    const bool use_f32 = w.f32 && (prefer_f32 || !w.b16);
+    if (use_f32) {
+      return check_blas(cublasSgemmStridedBatched(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                                                  static_cast<int>(k), &one, w.f32 + w_off, static_cast<int>(wk), w_stride, x,
+                                                  static_cast<int>(ldx), k, &zero, c, static_cast<int>(ldc), n, batch),
+                        "fp32 GEMM");
+    }
+    if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
+    const size_t xn = static_cast<size_t>(rows * ldx);
+    auto* xb = static_cast<kn::bf16_t*>(temp(xn * 2));
+    if (!xb) return false;
+    if (!check(kn::f32_to_bf16(x, xb, static_cast<int64_t>(xn), stream_), "activation to bf16")) return false;
+    if (batch == 1)
+      return check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
+                                     w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
+                                     CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        "bf16 GEMM");
+    return check_blas(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                                                 static_cast<int>(k), &one, w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride,
+                                                 xb, CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, CUDA_R_32F, static_cast<int>(ldc),
+                                                 n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "bf16 GEMM");
+  }
+
+  int device_;
+  bool fp32_ = false;  // reference mode: every weight fp32, every product in fp32
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* blas_ws_ = nullptr;
+  bool failed_ = false;
+  Error error_;
+  int op_depth_ = 0;
+
+  StateLayout layout_;
+  int n_slots_ = 0, n_blocks_ = 0;
+  float* slots_ = nullptr;
+  float* blocks_ = nullptr;
+  std::vector<kn::LayerDev> layers_;
+  kn::StateDev state_;
+
+  DeviceArena scratch_, temp_;
+  int32_t* meta_dev_ = nullptr;
+  int32_t* meta_host_ = nullptr;
+  size_t meta_cap_ = 0;
+
+  const ForwardBatch* batch_ = nullptr;
+  kn::BatchDev bdev_;
+  const int32_t* logit_rows_dev_ = nullptr;
+  const kn::CompressJob* jobs_dev_ = nullptr;
+  std::map<int, std::pair<int32_t, int32_t>> jobs_by_rate_;  // rate -> (first job, count)
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, bool fp32_weights) { return CudaBackend::create(device, fp32_weights); }
+
+}  // namespace deepinfer

@@ -1,0 +1,40 @@
+// Command-line flags shared by the commands that run the engine (generate, chat): the model, the
+// device and every sampling parameter, and the event printers.
+#pragma once
+
+#include "engine/engine.h"
+#include "engine/session.h"
+#include "sample/sampling_params.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+struct EngineOptions {
+  std::string model;
+  std::string device = "auto";
+  int threads = 0;
+  // Sampling; unset flags keep the model's generation_config.json defaults.
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<int> top_k, max_tokens, min_tokens, n, logprobs;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_tokens;
+  bool ignore_eos = false;
+  bool json = false;
+
+  void add_to(CLI::App& cmd);
+  Result<std::shared_ptr<Engine>> open_engine() const;  // with a progress line on stderr
+  SamplingParams sampling(const Engine& engine) const;
+};
+
+// Prints a session's events until its generation ends: text to stdout as it comes (several
+// completions are labelled), or one JSON object per event with --json. Returns the error of a
+// completion that failed.
+Result<void> stream_events(Session& session, bool json);
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,537 @@
+// Every op of the CUDA backend against the CPU reference on random inputs (odd sizes, every weight
+// format, head_dim 512 and small, top-k beyond the visible entries, sequences at different stages in
+// one batch). Prints max abs / relative error per case; skips where no GPU is present.
+#include "twin.h"
+
+#include "util/dtype.h"
+
+#include <numeric>
+
+namespace deepinfer {
+namespace {
+
+using testing::SeqSpec;
+using testing::Twin;
+
+constexpr double kBf16Tol = 1.5e-2;  // bf16 weights and activations into fp32-accumulated products
+constexpr double kF32Tol = 2e-5;     // fp32 on both sides: summation order and libm only
+
+StateLayout empty_layout() {
+  StateLayout l;
+  l.block_tokens = 16;
+  return l;
+}
+
+// One sequence of T rows in slot 0 at position n_past.
+ForwardBatch rows_batch(int32_t T, int32_t n_past = 0) {
+  StateLayout l = empty_layout();
+  std::vector<int32_t> blocks(static_cast<size_t>(l.blocks_for(n_past + T)), 0);  // no layer state: any valid id
+  return testing::make_batch({{0, n_past, T, blocks}});
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto g = make_cuda_backend(0);
+    if (!g) {
+      if (g.error().code == Code::kUnsupported) GTEST_SKIP() << g.error().message;
+      FAIL() << g.error().message;
+    }
+    t.gpu = std::move(g.value());
+    t.cpu = make_cpu_backend(2);
+    t.allocate(empty_layout(), 2, 4096);
+  }
+  Twin t;
+  std::mt19937 rng{1234};
+};
+
+TEST_F(CudaOps, LinearEveryWeightFormat) {
+  struct Case {
+    int64_t T, K, N;
+  };
+  for (Case c : std::vector<Case>{{37, 100, 71}, {1, 64, 300}, {130, 512, 96}, {3, 4096, 64}, {5, 1024, 1100}}) {
+    ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
+    t.begin(b);
+    auto xv = testing::randn(static_cast<size_t>(c.T * c.K), rng);
+    auto wv = testing::randn(static_cast<size_t>(c.N * c.K), rng, 1.0f / std::sqrt(static_cast<float>(c.K)));
+    auto x = t.tensor(xv, c.T, c.K);
+    auto w = t.floats(wv, c.N, c.K);
+    auto out = t.zeros(c.T, c.N);
+    t.cpu->linear(x.c, *w.c, out.c);
+    t.gpu->linear(x.g, *w.g, out.g);
+    t.compare(fmt::format("linear f32 T={} K={} N={}", c.T, c.K, c.N), out, kBf16Tol);
+  }
+  // bf16, fp8 (partial 128x128 blocks) and MXFP4 sources
+  const int64_t T = 19, K = 192, N = 150;
+  ForwardBatch b = rows_batch(T);
+  t.begin(b);
+  auto x = t.tensor(testing::randn(T * K, rng), T, K);
+  {
+    auto wf = testing::randn(N * K, rng, 0.1f);
+    std::vector<uint16_t> wb(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+    WeightSource w;
+    w.name = "bf16";
+    w.rows = N;
+    w.cols = K;
+    w.values = {DType::kBF16, {N, K}, reinterpret_cast<const uint8_t*>(wb.data()), wb.size() * 2};
+    auto ww = t.weight(w);
+    auto out = t.zeros(T, N);
+    t.cpu->linear(x.c, *ww.c, out.c);
+    t.gpu->linear(x.g, *ww.g, out.g);
+    t.compare("linear bf16 source", out, kBf16Tol);
+  }
+  {
+    std::uniform_int_distribution<int> code(0, 0x7e);
+    std::vector<uint8_t> v(static_cast<size_t>(N * K));
+    for (auto& c : v) c = static_cast<uint8_t>(code(rng) | (rng() & 1 ? 0x80 : 0));
+    std::vector<uint8_t> sc = {118, 119, 120, 117};  // [2, 2] blocks of 128
+    WeightSource w;
+    w.name = "fp8";
+    w.format = WeightFormat::kFp8Block;
+    w.rows = N;
+    w.cols = K;
+    w.values = {DType::kF8E4M3, {N, K}, v.data(), v.size()};
+    w.scale = {DType::kF8E8M0, {2, 2}, sc.data(), sc.size()};
+    auto ww = t.weight(w);
+    auto out = t.zeros(T, N);
+    t.cpu->linear(x.c, *ww.c, out.c);
+    t.gpu->linear(x.g, *ww.g, out.g);
+    t.compare("linear fp8 block-scaled source", out, kBf16Tol);
+  }
+  {
+    std::vector<uint8_t> v(static_cast<size_t>(N * K / 2));
+    for (auto& c : v) c = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> sc(static_cast<size_t>(N * K / 32));
+    for (auto& c : sc) c = static_cast<uint8_t>(121 + rng() % 4);
+    WeightSource w;
+    w.name = "mxfp4";
+    w.format = WeightFormat::kMxfp4;
+    w.rows = N;
+    w.cols = K;
+    w.values = {DType::kU8, {N, K / 2}, v.data(), v.size()};
+    w.scale = {DType::kU8, {N, K / 32}, sc.data(), sc.size()};
+    auto ww = t.weight(w);
+    auto out = t.zeros(T, N);
+    t.cpu->linear(x.c, *ww.c, out.c);
+    t.gpu->linear(x.g, *ww.g, out.g);
+    t.compare("linear mxfp4 source", out, kBf16Tol);
+  }
+}
+
+TEST_F(CudaOps, GroupedLinear) {
+  struct Case {
+    int64_t T;
+    int groups;
+    int64_t k, n;
+  };
+  for (Case c : std::vector<Case>{{19, 4, 24, 40}, {1, 8, 64, 16}, {77, 2, 512, 100}}) {
+    ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
+    t.begin(b);
+    auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.groups * c.k), rng), c.T, c.groups * c.k);
+    auto w = t.floats(testing::randn(static_cast<size_t>(c.groups * c.n * c.k), rng, 0.2f), c.groups * c.n, c.k);
+    auto out = t.zeros(c.T, c.groups * c.n);
+    t.cpu->grouped_linear(x.c, *w.c, c.groups, out.c);
+    t.gpu->grouped_linear(x.g, *w.g, c.groups, out.g);
+    t.compare(fmt::format("grouped_linear T={} groups={} k={} n={}", c.T, c.groups, c.k, c.n), out, kBf16Tol);
+  }
+}
+
+TEST_F(CudaOps, RmsNormRopeAddGatherEmbedRepeat) {
+  const int32_t T = 37;
+  ForwardBatch b = rows_batch(T, 100003);  // large positions: rope angles far from 0
+  b.logit_rows = {36, 0, 5, 5, 17};
+  t.begin(b);
+  for (auto [cols, group, weighted] : std::vector<std::tuple<int64_t, int, bool>>{{256, 256, true}, {512, 32, false}, {7168, 7168, true}, {96, 16, true}}) {
+    auto xv = testing::randn(static_cast<size_t>(T * cols), rng, 3.0f);
+    auto x = t.tensor(xv, T, cols);
+    auto out = t.zeros(T, cols);
+    auto w = t.floats(testing::randn(static_cast<size_t>(group), rng), 1, group);
+    t.cpu->rms_norm(x.c, weighted ? w.c.get() : nullptr, 1e-6f, group, out.c);
+    t.gpu->rms_norm(x.g, weighted ? w.g.get() : nullptr, 1e-6f, group, out.g);
+    t.compare(fmt::format("rms_norm cols={} group={} weight={}", cols, group, weighted), out, kF32Tol);
+    t.cpu->rms_norm(x.c, weighted ? w.c.get() : nullptr, 1e-6f, group, x.c);  // in place
+    t.gpu->rms_norm(x.g, weighted ? w.g.get() : nullptr, 1e-6f, group, x.g);
+    t.compare(fmt::format("rms_norm in place cols={} group={}", cols, group), x, kF32Tol);
+  }
+  for (auto [head_dim, rope_dim, heads, factor] : std::vector<std::tuple<int, int, int, float>>{{32, 16, 4, 1.0f}, {512, 64, 3, 0.7f}, {128, 128, 2, 1.3f}}) {
+    std::vector<float> inv(static_cast<size_t>(rope_dim / 2));
+    for (int i = 0; i < rope_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+    auto invw = t.floats(inv, 1, rope_dim / 2);
+    Rope rc{invw.c.get(), rope_dim, factor}, rg{invw.g.get(), rope_dim, factor};
+    auto x = t.tensor(testing::randn(static_cast<size_t>(T * heads * head_dim), rng), T, heads * head_dim);
+    t.cpu->rope(x.c, head_dim, rc, false);
+    t.gpu->rope(x.g, head_dim, rg, false);
+    t.compare(fmt::format("rope head_dim={} rope_dim={} factor={}", head_dim, rope_dim, factor), x, kF32Tol);
+    t.cpu->rope(x.c, head_dim, rc, true);
+    t.gpu->rope(x.g, head_dim, rg, true);
+    t.compare(fmt::format("rope inverse head_dim={} rope_dim={}", head_dim, rope_dim), x, kF32Tol);
+  }
+  {
+    auto a = t.tensor(testing::randn(T * 70, rng), T, 70);
+    auto c = t.tensor(testing::randn(T * 70, rng), T, 70);
+    t.cpu->add(a.c, c.c);
+    t.gpu->add(a.g, c.g);
+    t.compare("add", a, 0.0);
+    auto out = t.zeros(5, 70);
+    t.cpu->gather_rows(a.c, b.logit_rows, out.c);
+    t.gpu->gather_rows(a.g, b.logit_rows, out.g);
+    t.compare("gather_rows (batch logit rows)", out, 0.0);
+    std::vector<int32_t> rows = {3, 3, 36, 1};
+    auto out2 = t.zeros(4, 70);
+    t.cpu->gather_rows(a.c, rows, out2.c);
+    t.gpu->gather_rows(a.g, rows, out2.g);
+    t.compare("gather_rows (other rows)", out2, 0.0);
+    auto rep = t.zeros(T, 4 * 70);
+    t.cpu->repeat_columns(a.c, 4, rep.c);
+    t.gpu->repeat_columns(a.g, 4, rep.g);
+    t.compare("repeat_columns x4", rep, 0.0);
+  }
+  for (auto [vocab, d] : std::vector<std::pair<int64_t, int64_t>>{{1000, 33}, {2000, 600}}) {  // fp32 table; bf16-only table
+    auto table = t.floats(testing::randn(static_cast<size_t>(vocab * d), rng), vocab, d);
+    auto out = t.zeros(T, d);
+    t.cpu->embed(*table.c, out.c);
+    t.gpu->embed(*table.g, out.g);
+    t.compare(fmt::format("embed vocab={} d={}", vocab, d), out, vocab * d > (int64_t(1) << 20) ? 5e-3 : 0.0);
+  }
+}
+
+TEST_F(CudaOps, HyperConnections) {
+  struct Case {
+    int hc;
+    int64_t d;
+    int iters;
+    int32_t T;
+  };
+  for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1}}) {
+    ForwardBatch b = rows_batch(c.T);
+    t.begin(b);
+    const int mix = (2 + c.hc) * c.hc;
+    const int64_t D = c.hc * c.d;
+    auto streams = t.tensor(testing::randn(static_cast<size_t>(c.T * D), rng, 2.0f), c.T, D);
+    auto fn = t.floats(testing::randn(static_cast<size_t>(mix * D), rng, 1.0f / std::sqrt(static_cast<float>(D))), mix, D);
+    auto base = t.floats(testing::randn(mix, rng, 0.5f), 1, mix);
+    auto scale = t.floats({0.8f, 1.1f, 1.7f}, 1, 3);
+    HyperConnection hcc{fn.c.get(), base.c.get(), scale.c.get(), c.hc, c.iters, 1e-6f, 1e-6f};
+    HyperConnection hcg{fn.g.get(), base.g.get(), scale.g.get(), c.hc, c.iters, 1e-6f, 1e-6f};
+    auto collapsed = t.zeros(c.T, c.d), post = t.zeros(c.T, c.hc), comb = t.zeros(c.T, c.hc * c.hc);
+    t.cpu->hc_pre(streams.c, hcc, collapsed.c, post.c, comb.c);
+    t.gpu->hc_pre(streams.g, hcg, collapsed.g, post.g, comb.g);
+    const std::string tag = fmt::format("hc={} d={} iters={} T={}", c.hc, c.d, c.iters, c.T);
+    t.compare("hc_pre collapsed " + tag, collapsed, 1e-4);
+    t.compare("hc_pre post " + tag, post, 1e-4);
+    t.compare("hc_pre comb " + tag, comb, 1e-4);
+    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);
+    auto next = t.zeros(c.T, D);
+    t.cpu->hc_post(streams.c, out.c, post.c, comb.c, next.c);
+    t.gpu->hc_post(streams.g, out.g, post.g, comb.g, next.g);
+    t.compare("hc_post " + tag, next, 1e-4);
+    auto hfn = t.floats(testing::randn(static_cast<size_t>(c.hc * D), rng, 1.0f / std::sqrt(static_cast<float>(D))), c.hc, D);
+    auto hbase = t.floats(testing::randn(c.hc, rng, 0.5f), 1, c.hc);
+    auto hscale = t.floats({0.9f}, 1, 1);
+    HyperConnection hc_c{hfn.c.get(), hbase.c.get(), hscale.c.get(), c.hc, 1, 1e-6f, 1e-6f};
+    HyperConnection hc_g{hfn.g.get(), hbase.g.get(), hscale.g.get(), c.hc, 1, 1e-6f, 1e-6f};
+    auto head = t.zeros(c.T, c.d);
+    t.cpu->hc_head(streams.c, hc_c, head.c);
+    t.gpu->hc_head(streams.g, hc_g, head.g);
+    t.compare("hc_head " + tag, head, 1e-4);
+  }
+}
+
+TEST_F(CudaOps, SharedExpertSwiglu) {
+  for (auto [T, d, inter, limit] : std::vector<std::tuple<int32_t, int64_t, int64_t, float>>{{37, 64, 48, 2.0f}, {1, 256, 1000, 10.0f}, {300, 128, 96, 0.5f}}) {
+    ForwardBatch b = rows_batch(T);
+    t.begin(b);
+    auto x = t.tensor(testing::randn(static_cast<size_t>(T * d), rng, 2.0f), T, d);
+    auto w1 = t.floats(testing::randn(static_cast<size_t>(inter * d), rng, 1.0f / std::sqrt(static_cast<float>(d)) * 2), inter, d);
+    auto w3 = t.floats(testing::randn(static_cast<size_t>(inter * d), rng, 1.0f / std::sqrt(static_cast<float>(d)) * 2), inter, d);
+    auto w2 = t.floats(testing::randn(static_cast<size_t>(d * inter), rng, 1.0f / std::sqrt(static_cast<float>(inter))), d, inter);
+    auto out = t.zeros(T, d);
+    t.cpu->swiglu(x.c, *w1.c, *w3.c, *w2.c, limit, out.c);
+    t.gpu->swiglu(x.g, *w1.g, *w3.g, *w2.g, limit, out.g);
+    t.compare(fmt::format("swiglu T={} d={} inter={} limit={}", T, d, inter, limit), out, kBf16Tol);
+  }
+}
+
+TEST_F(CudaOps, RouteEveryScoreAndHash) {
+  const int32_t T = 37;
+  const int64_t d = 64;
+  ForwardBatch b = rows_batch(T);
+  t.begin(b);
+  auto x = t.tensor(testing::randn(T * d, rng), T, d);
+  struct Case {
+    int64_t experts;
+    int k;
+    RouterScore score;
+    bool bias, hash, zero_gate;
+  };
+  const std::vector<Case> cases = {{8, 2, RouterScore::kSqrtSoftplus, true, false, false},
+                                   {64, 6, RouterScore::kSqrtSoftplus, true, false, false},
+                                   {300, 8, RouterScore::kSigmoid, true, false, false},
+                                   {16, 4, RouterScore::kSoftmax, false, false, false},
+                                   {256, 6, RouterScore::kSqrtSoftplus, false, true, false},
+                                   {32, 5, RouterScore::kSqrtSoftplus, false, false, true}};  // all tied: lowest indices
+  for (const Case& c : cases) {
+    std::vector<float> gv = c.zero_gate ? std::vector<float>(static_cast<size_t>(c.experts * d), 0.0f)
+                                        : testing::randn(static_cast<size_t>(c.experts * d), rng, 0.3f);
+    auto gate = t.floats(gv, c.experts, d);
+    auto bias = t.floats(testing::randn(static_cast<size_t>(c.experts), rng, 0.2f), 1, c.experts);
+    std::vector<int32_t> table(static_cast<size_t>(1000 * c.k));
+    for (auto& v : table) v = static_cast<int32_t>(rng() % c.experts);
+    auto tid = t.int_table(table, 1000, c.k);
+    Router rc, rg;
+    rc.gate = gate.c.get();
+    rg.gate = gate.g.get();
+    if (c.bias) rc.bias = bias.c.get(), rg.bias = bias.g.get();
+    if (c.hash) rc.tid2eid = tid.c.get(), rg.tid2eid = tid.g.get();
+    rc.score = rg.score = c.score;
+    rc.top_k = rg.top_k = c.k;
+    rc.scaling = rg.scaling = 1.5f;
+    auto ex = t.int_zeros(T, c.k);
+    auto w = t.zeros(T, c.k);
+    t.cpu->route(x.c, rc, ex.c, w.c);
+    t.gpu->route(x.g, rg, ex.g, w.g);
+    const std::string tag = fmt::format("route E={} k={} score={} bias={} hash={} tied={}", c.experts, c.k, static_cast<int>(c.score),
+                                        c.bias, c.hash, c.zero_gate);
+    auto ec = t.read_ints_cpu(ex.c), eg = t.read_ints_gpu(ex.g);
+    int mismatched = 0;
+    for (size_t i = 0; i < ec.size(); ++i) mismatched += ec[i] != eg[i];
+    std::printf("[ op ] %-52s expert mismatches %d of %zu\n", tag.c_str(), mismatched, ec.size());
+    EXPECT_EQ(mismatched, 0) << tag;
+    if (c.zero_gate) {
+      for (int32_t r = 0; r < T; ++r)
+        for (int i = 0; i < c.k; ++i) EXPECT_EQ(eg[r * c.k + i], i) << tag;
+    }
+    t.compare(tag + " weights", w, 1e-5);
+  }
+}
+
+TEST_F(CudaOps, RoutedExperts) {
+  struct Case {
+    int32_t T;
+    int64_t experts, d, inter;
+    int k;
+    bool mxfp4;
+  };
+  for (Case c : std::vector<Case>{{37, 8, 64, 32, 2, false},
+                                  {300, 16, 256, 96, 4, false},
+                                  {1, 8, 72, 40, 6, false},
+                                  {9, 4, 70, 30, 2, false},
+                                  {130, 32, 128, 64, 6, true},
+                                  {4500, 8, 64, 64, 2, false}}) {  // more rows than one chunk
+    ForwardBatch b = rows_batch(c.T);
+    t.begin(b);
+    auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng, 1.5f), c.T, c.d);
+    std::vector<std::vector<float>> vals;
+    std::vector<std::vector<uint8_t>> packed, scales;
+    auto make = [&](int64_t rows, int64_t cols) {
+      std::vector<WeightSource> ws;
+      for (int64_t e = 0; e < c.experts; ++e) {
+        if (c.mxfp4) {
+          packed.emplace_back(static_cast<size_t>(rows * cols / 2));
+          for (auto& v : packed.back()) v = static_cast<uint8_t>(rng());
+          scales.emplace_back(static_cast<size_t>(rows * cols / 32));
+          for (auto& v : scales.back()) v = static_cast<uint8_t>(122 + rng() % 3);
+          WeightSource w;
+          w.name = "expert";
+          w.format = WeightFormat::kMxfp4;
+          w.rows = rows;
+          w.cols = cols;
+          w.values = {DType::kU8, {rows, cols / 2}, packed.back().data(), packed.back().size()};
+          w.scale = {DType::kU8, {rows, cols / 32}, scales.back().data(), scales.back().size()};
+          ws.push_back(w);
+        } else {
+          vals.push_back(testing::randn(static_cast<size_t>(rows * cols), rng, 1.0f / std::sqrt(static_cast<float>(cols)) * 2));
+          ws.push_back(testing::f32_source(vals.back(), rows, cols, "expert"));
+        }
+      }
+      return ws;
+    };
+    vals.reserve(3 * c.experts);
+    packed.reserve(3 * c.experts);
+    scales.reserve(3 * c.experts);
+    auto w1 = t.stacked(make(c.inter, c.d));
+    auto w3 = t.stacked(make(c.inter, c.d));
+    auto w2 = t.stacked(make(c.d, c.inter));
+    std::vector<int32_t> ev(static_cast<size_t>(c.T * c.k));
+    for (auto& v : ev) v = static_cast<int32_t>(rng() % c.experts);
+    auto ex = t.ints(ev, c.T, c.k);
+    std::vector<float> wv(static_cast<size_t>(c.T * c.k));
+    for (auto& v : wv) v = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
+    auto wts = t.tensor(wv, c.T, c.k);
+    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);  // accumulates
+    Experts ec{w1.c.get(), w3.c.get(), w2.c.get(), 1.5f}, eg{w1.g.get(), w3.g.get(), w2.g.get(), 1.5f};
+    t.cpu->moe_experts(x.c, ex.c, wts.c, ec, out.c);
+    t.gpu->moe_experts(x.g, ex.g, wts.g, eg, out.g);
+    t.compare(fmt::format("moe_experts T={} E={} d={} inter={} k={}{}", c.T, c.experts, c.d, c.inter, c.k, c.mxfp4 ? " mxfp4" : ""), out,
+              kBf16Tol);
+  }
+}
+
+// --- stateful ops: compress (both compressors), indexer top-k, attention, window update over
+// several steps of several sequences at different stages.
+
+struct StateCase {
+  int head_dim, heads, rope_dim, window, csa_rate, hca_rate, index_dim, index_heads, topk;
+};
+
+StateLayout layout_for(const StateCase& c, int block_tokens) {
+  StateLayout s;
+  s.block_tokens = block_tokens;
+  for (int type = 0; type < 3; ++type) {  // sliding, CSA, HCA (as DeepseekV4::state_layout lays them out)
+    LayerStateLayout L;
+    L.head_dim = c.head_dim;
+    L.window = c.window;
+    L.rate = type == 0 ? 0 : type == 1 ? c.csa_rate : c.hca_rate;
+    L.overlap = type == 1;
+    L.index_dim = type == 1 ? c.index_dim : 0;
+    L.window_offset = s.slot_floats;
+    s.slot_floats += static_cast<size_t>(L.window) * L.head_dim;
+    if (L.rate) {
+      L.entries_per_block = block_tokens / L.rate;
+      L.ring_offset = s.slot_floats;
+      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.width();
+      L.entry_offset = s.block_floats;
+      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.head_dim;
+    }
+    if (L.index_dim) {
+      L.index_ring_offset = s.slot_floats;
+      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.index_width();
+      L.index_key_offset = s.block_floats;
+      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.index_dim;
+    }
+    s.layers.push_back(L);
+  }
+  return s;
+}
+
+class CudaStateOps : public CudaOps, public ::testing::WithParamInterface<StateCase> {};
+
+TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
+  const StateCase c = GetParam();
+  const int block_tokens = 32;
+  StateLayout layout = layout_for(c, block_tokens);
+  t.allocate(layout, 4, 64);
+  const int hd = c.head_dim;
+  std::vector<float> inv(static_cast<size_t>(c.rope_dim / 2));
+  for (int i = 0; i < c.rope_dim / 2; ++i) inv[i] = std::pow(160000.0f, -2.0f * i / c.rope_dim);
+  auto invw = t.floats(inv, 1, c.rope_dim / 2);
+  Rope rope_c{invw.c.get(), c.rope_dim, 1.0f}, rope_g{invw.g.get(), c.rope_dim, 1.0f};
+  auto sinks = t.floats(testing::randn(c.heads, rng), 1, c.heads);
+  struct LayerW {
+    Twin::W2 ape, norm, iape, inorm;
+  };
+  std::vector<LayerW> lw(3);
+  for (int l = 1; l < 3; ++l) {
+    const LayerStateLayout& L = layout.layers[l];
+    lw[l].ape = t.floats(testing::randn(static_cast<size_t>(L.rate * L.width()), rng, 0.5f), L.rate, L.width());
+    lw[l].norm = t.floats(testing::randn(hd, rng, 0.3f), 1, hd);
+    if (L.index_dim) {
+      lw[l].iape = t.floats(testing::randn(static_cast<size_t>(L.rate * L.index_width()), rng, 0.5f), L.rate, L.index_width());
+      lw[l].inorm = t.floats(testing::randn(L.index_dim, rng, 0.3f), 1, L.index_dim);
+    }
+  }
+
+  // Tokens per step for sequences A, B, C (0: absent); C restarts in its slot at step 6.
+  const std::vector<std::vector<int32_t>> plan = {{37, 1, 13, 1, 1, 7, 1, 1, 1, 16},
+                                                  {0, 100, 1, 64, 1, 1, 1, 3, 1, 1},
+                                                  {0, 0, 1, 1, 1, 1, 5, 1, 1, 33}};
+  std::vector<int32_t> length(3, 0);
+  std::vector<std::vector<int32_t>> blocks(3);
+  int32_t next_block = 0;
+  double worst[3] = {0, 0, 0};
+  int topk_rows = 0, topk_mismatch = 0, tie_rows = 0;
+  for (size_t step = 0; step < plan[0].size(); ++step) {
+    if (step == 6) {  // C starts over
+      t.cpu->reset_slot(2);
+      t.gpu->reset_slot(2);
+      length[2] = 0;
+    }
+    std::vector<SeqSpec> specs;
+    for (int s = 0; s < 3; ++s) {
+      const int32_t n = plan[s][step];
+      if (!n) continue;
+      while (static_cast<int32_t>(blocks[s].size()) < layout.blocks_for(length[s] + n)) blocks[s].push_back(next_block++ % 64);
+      specs.push_back({s, length[s], n, blocks[s]});
+      length[s] += n;
+    }
+    ForwardBatch b = testing::make_batch(specs);
+    t.begin(b);
+    const int32_t T = b.rows();
+    for (int l = 0; l < 3; ++l) {
+      const LayerStateLayout& L = layout.layers[l];
+      const std::string tag = fmt::format("hd={} step={} layer={}", hd, step, l == 0 ? "sliding" : l == 1 ? "CSA" : "HCA");
+      auto kv = t.tensor(testing::randn(static_cast<size_t>(T * hd), rng), T, hd);
+      auto q = t.tensor(testing::randn(static_cast<size_t>(T * c.heads * hd), rng, 1.5f), T, c.heads * hd);
+      if (L.rate) {
+        auto ckv = t.tensor(testing::randn(static_cast<size_t>(T * L.width()), rng), T, L.width());
+        auto cg = t.tensor(testing::randn(static_cast<size_t>(T * L.width()), rng), T, L.width());
+        t.cpu->compress(l, ckv.c, cg.c, Compressor{lw[l].ape.c.get(), lw[l].norm.c.get(), 1e-6f, false, rope_c});
+        t.gpu->compress(l, ckv.g, cg.g, Compressor{lw[l].ape.g.get(), lw[l].norm.g.get(), 1e-6f, false, rope_g});
+      }
+      Twin::I2 sel{};
+      if (L.index_dim) {
+        const int idim = L.index_dim;
+        auto ikv = t.tensor(testing::randn(static_cast<size_t>(T * 2 * idim), rng), T, 2 * idim);
+        auto ig = t.tensor(testing::randn(static_cast<size_t>(T * 2 * idim), rng), T, 2 * idim);
+        t.cpu->compress(l, ikv.c, ig.c, Compressor{lw[l].iape.c.get(), lw[l].inorm.c.get(), 1e-6f, true, rope_c});
+        t.gpu->compress(l, ikv.g, ig.g, Compressor{lw[l].iape.g.get(), lw[l].inorm.g.get(), 1e-6f, true, rope_g});
+        auto iqv = testing::randn(static_cast<size_t>(T * c.index_heads * idim), rng);
+        auto iwv = testing::randn(static_cast<size_t>(T * c.index_heads), rng);
+        for (int32_t r = 0; r < T; r += 5) {  // every 5th row: all scores tie at (-)0 -> lowest indices first
+          std::fill_n(iqv.begin() + static_cast<int64_t>(r) * c.index_heads * idim, c.index_heads * idim, 0.0f);
+          std::fill_n(iwv.begin() + static_cast<int64_t>(r) * c.index_heads, c.index_heads, -1.0f);
+        }
+        auto iq = t.tensor(iqv, T, c.index_heads * idim);
+        auto iw = t.tensor(iwv, T, c.index_heads);
+        sel = t.int_zeros(T, c.topk);
+        t.cpu->indexer_topk(l, iq.c, iw.c, c.index_heads, sel.c);
+        t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
+        auto sc = t.read_ints_cpu(sel.c), sg = t.read_ints_gpu(sel.g);
+        for (int32_t r = 0; r < T; ++r) {
+          bool same = std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, sg.begin() + r * c.topk);
+          ++topk_rows;
+          if (!same) {
+            ++topk_mismatch;
+            if (topk_mismatch <= 3) {
+              std::string a, g;
+              for (int i = 0; i < std::min(c.topk, 12); ++i) {
+                a += fmt::format(" {}", sc[r * c.topk + i]);
+                g += fmt::format(" {}", sg[r * c.topk + i]);
+              }
+              std::printf("[ op ] top-k mismatch %s row %d: cpu%s | gpu%s\n", tag.c_str(), r, a.c_str(), g.c_str());
+            }
+          }
+          if (r % 5 == 0) {
+            ++tie_rows;
+            const int32_t visible = (b.positions[r] + 1) / L.rate;
+            for (int i = 0; i < c.topk; ++i) EXPECT_EQ(sg[r * c.topk + i], i < visible ? i : -1) << tag << " tied row " << r;
+          }
+        }
+        ASSERT_TRUE(t.gpu->write_ints(sel.g, sc.data()));  // attention below compares on the same selection
+      }
+      auto out = t.zeros(T, c.heads * hd);
+      t.cpu->attention(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, out.c);
+      t.gpu->attention(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, out.g);
+      const auto d = testing::deviation_of(t.read_gpu(out.g), t.read_cpu(out.c));
+      worst[l] = std::max(worst[l], d.relative);
+      EXPECT_TRUE(d.finite) << tag;
+      EXPECT_LE(d.relative, 1e-4) << tag << " max abs " << d.max_abs;
+      t.cpu->window_update(l, kv.c);
+      t.gpu->window_update(l, kv.g);
+    }
+  }
+  std::printf("[ op ] state ops hd=%d heads=%d window=%d rates=%d/%d topk=%d: attention rel (worst step) sliding %.3g, CSA %.3g, HCA %.3g\n",
+              hd, c.heads, c.window, c.csa_rate, c.hca_rate, c.topk, worst[0], worst[1], worst[2]);
+  std::printf("[ op ] indexer top-k: %d of %d rows differ from the CPU (%d rows of exact ties checked)\n", topk_mismatch, topk_rows, tie_rows);
+  EXPECT_LE(topk_mismatch, topk_rows / 100) << "indexer selections differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaStateOps,
+                         ::testing::Values(StateCase{32, 4, 16, 8, 4, 16, 16, 8, 6},      // small heads, top-k < visible
+                                           StateCase{512, 2, 64, 16, 4, 8, 128, 4, 64},  // head_dim 512, top-k > visible
+                                           StateCase{64, 3, 16, 5, 2, 8, 32, 64, 3}),    // odd window, 64 indexer heads
+                         [](const auto& info) { return "hd" + std::to_string(info.param.head_dim); });
+
+}  // namespace
+}  // namespace deepinfer
