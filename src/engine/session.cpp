@@ -23,7 +23,19 @@ Session::~Session() { close(); }
 
 void Session::close() {
   cancel();
+  {
+    // No callback runs once the handle is freed: the caller may release the callback's data.
+    std::unique_lock lock(mu_);
+    callback_ = nullptr;
+    wait_for_callback_locked(lock);
+  }
   if (auto e = engine_.lock()) e->release_state(id_);
+}
+
+void Session::wait_for_callback_locked(std::unique_lock<std::mutex>& lock) {
+  // From within the callback itself (the engine thread) there is nothing to wait for.
+  if (callback_thread_ == std::this_thread::get_id()) return;
+  cv_.wait(lock, [&] { return callback_thread_ == std::thread::id(); });
 }
 
 Result<std::shared_ptr<Engine>> Session::engine() const {
@@ -162,8 +174,10 @@ Result<std::optional<Event>> Session::poll(int timeout_ms) {
 
 Result<void> Session::set_callback(std::function<void(Event&&)> fn) {
   DI_TRY(engine, this->engine());
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   DI_TRYV(check_idle_locked(*engine));
+  // The last events of a generation may still be on their way to the old callback.
+  wait_for_callback_locked(lock);
   callback_ = std::move(fn);
   return ok();
 }
@@ -186,9 +200,14 @@ void Session::deliver(std::vector<Event>&& events, bool ended, const std::vector
     callback = callback_;
     if (!callback)
       for (auto& e : events) events_.push_back(std::move(e));
+    else
+      callback_thread_ = std::this_thread::get_id();
   }
-  if (callback)
+  if (callback) {
     for (auto& e : events) callback(std::move(e));
+    std::lock_guard lock(mu_);
+    callback_thread_ = std::thread::id();
+  }
   cv_.notify_all();
 }
 

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace deepinfer {
@@ -58,6 +59,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<std::vector<int32_t>> context_locked(const Engine& engine, bool add_generation_prompt) const;
   // The engine, or kClosed once it was shut down (sessions do not keep it alive).
   Result<std::shared_ptr<Engine>> engine() const;
+  // Waits until no call of the callback is in progress (returns at once on the thread making it).
+  void wait_for_callback_locked(std::unique_lock<std::mutex>& lock);
   Result<void> check_idle_locked(const Engine& engine) const;
 
   // Engine thread: hands over events; `ended` marks the end of the generation, when `output`
@@ -76,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> cancel_{false};
   std::deque<Event> events_;
   std::function<void(Event&&)> callback_;
+  std::thread::id callback_thread_;  // the thread running callback_ now (none: no call in progress)
 };
 
 }  // namespace deepinfer

@@ -786,6 +786,17 @@ TEST_F(Misuse, ChatAndTokenSessionsDoNotMix) {
   EXPECT_DI_OK(di_session_add_message(tokens.get(), DI_ROLE_USER, "hi", 2));
 }
 
+TEST_F(Misuse, CancelWhenIdleHasNoEffect) {
+  Session s = make_session(engine());
+  EXPECT_DI_OK(di_session_cancel(s.get()));
+  ASSERT_DI_OK(di_session_add_tokens(s.get(), prompt().data(), prompt().size()));
+  EXPECT_DI_OK(di_session_cancel(s.get()));
+  Sampling sp = seeded(2718, 6);
+  Output out = run(s.get(), sp.get());
+  EXPECT_EQ(out.completions[0].reason, reference_->reason) << "an earlier cancel does not end a later generation";
+  EXPECT_EQ(out.completions[0].tokens, reference_->tokens);
+}
+
 TEST_F(Misuse, PollWithACallbackIsAStateError) {
   Session s = make_session(engine());
   ASSERT_DI_OK(di_session_set_callback(s.get(), [](void*, di_event* e) { di_event_free(e); }, nullptr));

@@ -444,6 +444,11 @@ TEST_F(Demo, EosEndsGenerationUnlessIgnored) {
   EXPECT_EQ(c.reason, DI_FINISH_STOP);
   EXPECT_EQ(c.tokens, std::vector<int32_t>{e});
   EXPECT_EQ(c.text, "");
+  // Special tokens are left out of the text unless asked for.
+  ASSERT_DI_OK(di_sampling_set_skip_special_tokens(sp.get(), 0));
+  c = run_prompt(engine(), prompt(), sp.get()).completions[0];
+  EXPECT_EQ(c.text, detokenize(engine(), {e}));
+  EXPECT_FALSE(c.text.empty());
   ASSERT_DI_OK(di_sampling_set_ignore_eos(sp.get(), 1));
   c = run_prompt(engine(), prompt(), sp.get()).completions[0];
   EXPECT_EQ(c.reason, DI_FINISH_LENGTH);
@@ -750,6 +755,64 @@ TEST_F(Demo, CancelFromAnotherThread) {
   EXPECT_NE(next.completions[0].reason, DI_FINISH_CANCELLED);
 }
 
+TEST_F(Demo, CancelFromTheCallback) {
+  struct State {
+    di_session* session = nullptr;
+    std::mutex mu;
+    std::condition_variable cv;
+    Output out;
+    int finished = 0;
+  } st;
+  st.out.completions.resize(3);
+  Session s = make_session(engine());
+  st.session = s.get();
+  const auto p = prompt();
+  ASSERT_DI_OK(di_session_add_tokens(s.get(), p.data(), p.size()));
+  ASSERT_DI_OK(di_session_set_callback(
+      s.get(),
+      [](void* user, di_event* ev) {
+        auto* st = static_cast<State*>(user);
+        EXPECT_DI_OK(di_session_cancel(st->session));  // the one session call a callback may make
+        std::lock_guard lock(st->mu);
+        collect(ev, st->out, false);
+        di_event_type kind = 0;
+        EXPECT_DI_OK(di_event_kind(ev, &kind));
+        di_event_free(ev);
+        if (kind == DI_EVENT_FINISHED) ++st->finished;
+        st->cv.notify_all();
+      },
+      &st));
+  Sampling sp = seeded(73, 900, 3);
+  ASSERT_DI_OK(di_sampling_set_ignore_eos(sp.get(), 1));
+  ASSERT_DI_OK(di_session_generate(s.get(), sp.get()));
+  std::unique_lock lock(st.mu);
+  ASSERT_TRUE(st.cv.wait_for(lock, std::chrono::seconds(60), [&] { return st.finished == 3; }));
+  for (const auto& c : st.out.completions) {
+    EXPECT_EQ(c.reason, DI_FINISH_CANCELLED);
+    EXPECT_LT(c.tokens.size(), 900u);
+  }
+}
+
+// More completions than the engine has sequences: they take turns.
+TEST(DemoEngines, MoreCompletionsThanSequences) {
+  EngineOptions o;
+  o.max_sequences = 3;
+  Engine e = open_engine(DI_DEMO_MODEL_DIR, o);
+  ASSERT_TRUE(e);
+  const auto ids = tokenize(e.get(), kPrompt);
+  Sampling sp = seeded(9, 3, 10);
+  ASSERT_DI_OK(di_sampling_set_ignore_eos(sp.get(), 1));
+  Output out = run_prompt(e.get(), ids, sp.get(), 10);
+  ASSERT_EQ(out.completions.size(), 10u);
+  Engine roomy = open_engine(DI_DEMO_MODEL_DIR);
+  ASSERT_TRUE(roomy);
+  Output ref = run_prompt(roomy.get(), ids, sp.get(), 10);
+  for (int c = 0; c < 10; ++c) {
+    EXPECT_EQ(out.completions[c].reason, DI_FINISH_LENGTH);
+    expect_same(out.completions[c], ref.completions[c], "completion " + std::to_string(c));
+  }
+}
+
 TEST_F(Demo, ManyThreadsWithTheirOwnSessions) {
   constexpr int kThreads = 8;
   std::vector<Completion> alone(kThreads), together(kThreads);
@@ -873,6 +936,31 @@ TEST(DemoEngines, ContextLimitEndsGenerationWithLength) {
   std::vector<int32_t> full(64, 300);
   ASSERT_DI_OK(di_session_add_tokens(s.get(), full.data(), full.size()));
   EXPECT_DI_CODE(di_session_generate(s.get(), sp.get()), DI_ERR_CAPACITY);
+}
+
+// The state memory bounds a sequence too: a prompt that cannot fit is refused, and a generation
+// that reaches the limit ends with DI_FINISH_LENGTH.
+TEST(DemoEngines, StateMemoryLimitsASequence) {
+  const BlockSize block = demo_block_size();
+  ASSERT_GT(block.bytes, 0);
+  EngineOptions o;
+  o.state_memory = block.memory_for(1);
+  Engine e = open_engine(DI_DEMO_MODEL_DIR, o);
+  ASSERT_TRUE(e);
+  int64_t cap = 0;
+  ASSERT_DI_OK(di_engine_capacity_tokens(e.get(), &cap));
+  ASSERT_EQ(cap, block.tokens);
+  Sampling sp = seeded(92, 100);
+  ASSERT_DI_OK(di_sampling_set_ignore_eos(sp.get(), 1));
+  Session s = make_session(e.get());
+  std::vector<int32_t> too_long(static_cast<size_t>(cap), 300);
+  ASSERT_DI_OK(di_session_add_tokens(s.get(), too_long.data(), too_long.size()));
+  EXPECT_DI_CODE(di_session_generate(s.get(), sp.get()), DI_ERR_CAPACITY);
+  std::vector<int32_t> p(static_cast<size_t>(cap) - 20, 300);
+  const Completion c = run_prompt(e.get(), p, sp.get()).completions[0];
+  EXPECT_EQ(c.reason, DI_FINISH_LENGTH);
+  EXPECT_GE(c.tokens.size(), 1u);
+  EXPECT_LE(p.size() + c.tokens.size(), static_cast<size_t>(cap) + 1);
 }
 
 // ---------------------------------------------------------------------------------------------
