@@ -286,8 +286,8 @@ DI_API di_error *di_session_poll(di_session *session, int32_t timeout_ms, di_eve
 
 /* Delivers the session's events to fn on an engine thread instead of queueing them for
  * di_session_poll. fn owns each event (and frees it); it must return quickly and must not call
- * functions of this session other than di_session_cancel. fn NULL restores polling. Not while
- * generating. */
+ * functions of this session other than di_session_cancel, nor free the engine. fn NULL restores
+ * polling. Not while generating. */
 typedef void (*di_event_callback)(void *user, di_event *event);
 DI_API di_error *di_session_set_callback(di_session *session, di_event_callback fn, void *user);
 
