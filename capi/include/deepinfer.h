@@ -287,9 +287,9 @@ DI_API di_error *di_session_poll(di_session *session, int32_t timeout_ms, di_eve
 
 /* Delivers the session's events to fn on an engine thread instead of queueing them for
  * di_session_poll. fn owns each event (and frees it); it must return quickly and must not call
- * functions of this session other than di_session_cancel. fn NULL restores polling. Not while
- * generating. Once this call (with another fn or NULL) or di_session_free returns, the old fn is not
- * called again, so its `user` data may be released. */
+ * functions of this session other than di_session_cancel, nor free the engine. fn NULL restores
+ * polling. Not while generating. Once this call (with another fn or NULL) or di_session_free
+ * returns, the old fn is not called again, so its `user` data may be released. */
 typedef void (*di_event_callback)(void *user, di_event *event);
 DI_API di_error *di_session_set_callback(di_session *session, di_event_callback fn, void *user);
 

@@ -61,8 +61,17 @@ Result<std::shared_ptr<Engine>> Engine::create(const EngineConfig& config) {
 Result<void> Engine::start() {
   namespace fs = std::filesystem;
   const fs::path dir(config_.model_path);
-  if (config_.device == Device::kCuda) return make_error(Code::kUnsupported, "the CUDA backend is not available in this build");
-  backend_ = make_cpu_backend(config_.threads);
+  if (config_.device != Device::kCpu) {
+    auto cuda = make_cuda_backend(0);
+    if (cuda) {
+      backend_ = std::move(cuda).value();
+    } else if (config_.device == Device::kCuda) {
+      return cuda.error();
+    } else {
+      log(LogLevel::kInfo, "no CUDA device ({}); running on the CPU", cuda.error().message);
+    }
+  }
+  if (!backend_) backend_ = make_cpu_backend(config_.threads);
   log(LogLevel::kInfo, "loading model {} on {}", config_.model_path, backend_->name());
   DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_));
   model_ = std::move(model);

@@ -14,7 +14,7 @@ test -f "$libdir/cmake/DeepInfer/DeepInferConfig.cmake"
 readelf -d "$libdir/libdeepinfer.so" | grep -q 'SONAME.*libdeepinfer.so.0'
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc -std=c99 -Wall -Wextra -Werror -pedantic "$src/consumer.c" $(pkg-config --cflags --libs deepinfer) -o "$prefix/consumer_pc"
+cc -std=c99 -Wall -Wextra -Werror -pedantic "$src/consumer.c" $(pkg-config --define-variable=prefix="$prefix" --cflags --libs deepinfer) -o "$prefix/consumer_pc"
 LD_LIBRARY_PATH="$libdir" "$prefix/consumer_pc"
 
 cmake -S "$src/consumer" -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
