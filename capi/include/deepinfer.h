@@ -197,11 +197,11 @@ DI_API void di_sampling_free(di_sampling *sp);
 
 /* Each setter checks its own range (DI_ERR_INVALID_ARGUMENT names the field and value). Token ids
  * are checked against the vocabulary when a generation starts. */
-DI_API di_error *di_sampling_set_temperature(di_sampling *sp, float t);        /* >= 0; 0 = greedy */
+DI_API di_error *di_sampling_set_temperature(di_sampling *sp, float t);        /* [0, 1e6]; 0 = greedy */
 DI_API di_error *di_sampling_set_top_k(di_sampling *sp, int32_t k);            /* 0 = off */
 DI_API di_error *di_sampling_set_top_p(di_sampling *sp, float p);              /* (0, 1] */
 DI_API di_error *di_sampling_set_min_p(di_sampling *sp, float p);              /* [0, 1] */
-DI_API di_error *di_sampling_set_repetition_penalty(di_sampling *sp, float v); /* > 0; 1 = off */
+DI_API di_error *di_sampling_set_repetition_penalty(di_sampling *sp, float v); /* [0.01, 100]; 1 = off */
 DI_API di_error *di_sampling_set_presence_penalty(di_sampling *sp, float v);   /* [-2, 2] */
 DI_API di_error *di_sampling_set_frequency_penalty(di_sampling *sp, float v);  /* [-2, 2] */
 DI_API di_error *di_sampling_set_max_tokens(di_sampling *sp, int32_t n);       /* >= 1 */
