@@ -1,0 +1,56 @@
+// A minimal, trimmed, complete DFA over bytes. State 0 is the dead state (absorbing, never
+// accepting); every other state can still reach an accepting state, so "not dead" means "some
+// continuation matches". Immutable once built; shared between grammars through TerminalTable.
+#pragma once
+
+#include "grammar/nfa.h"
+#include "grammar/regex.h"
+#include "util/result.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepinfer::grammar {
+
+class Dfa {
+ public:
+  static constexpr uint32_t kDead = 0;
+  // Construction fails with kGrammar beyond this many states unless a caller passes its own limit.
+  static constexpr size_t kDefaultMaxStates = 50000;
+
+  static Result<Dfa> from_regex(const Regex& regex, size_t max_states = kDefaultMaxStates);
+  // Language operations (results are minimal and trimmed).
+  static Result<Dfa> intersect(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
+  static Result<Dfa> subtract(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
+  static Result<Dfa> unite(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
+  // open · L(this) · close, for a language where no complete word continues with `close`
+  // (so the concatenation stays deterministic). Fails otherwise.
+  Result<Dfa> wrap(uint8_t open, uint8_t close) const;
+  // The same language without the empty string.
+  Dfa without_empty() const;
+
+  uint32_t start() const { return start_; }
+  uint32_t next(uint32_t state, uint8_t byte) const {
+    return table_[static_cast<size_t>(state) * num_classes_ + byte_class_[byte]];
+  }
+  bool accepting(uint32_t state) const { return accepting_[state] != 0; }
+  uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
+  bool empty_language() const { return start_ == kDead; }
+  bool matches(std::string_view bytes) const;
+
+  // A byte string identifying the language: equal languages give equal keys.
+  const std::string& canonical_key() const { return key_; }
+
+ private:
+  friend class DfaBuilder;
+  uint32_t num_classes_ = 1;
+  std::array<uint8_t, 256> byte_class_{};
+  std::vector<uint32_t> table_;   // num_states x num_classes
+  std::vector<uint8_t> accepting_;
+  uint32_t start_ = kDead;
+  std::string key_;
+};
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,22 @@
+// JSON number texts whose value lies within exact decimal bounds (JSON Schema minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum), as a DFA. Bounded numbers are written without exponent and
+// never as negative zero; every text in the language satisfies the bounds exactly.
+#pragma once
+
+#include "grammar/decimal.h"
+#include "grammar/dfa.h"
+#include "util/result.h"
+
+#include <optional>
+
+namespace deepinfer::grammar {
+
+struct NumberBound {
+  Decimal value;
+  bool exclusive = false;
+};
+
+Result<Dfa> bounded_number_dfa(const std::optional<NumberBound>& lower, const std::optional<NumberBound>& upper,
+                               bool integers_only);
+
+}  // namespace deepinfer::grammar
