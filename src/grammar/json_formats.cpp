@@ -84,9 +84,11 @@ struct UriParts {
 };
 
 std::string duration_pattern() {
+  // RFC 3339 appendix A: a unit may only be followed by the next smaller one (Y then M then D,
+  // H then M then S), weeks stand alone.
   std::string n = "[0-9]+";
-  std::string time = "T(?:" + n + "H(?:" + n + "M)?(?:" + n + "S)?|" + n + "M(?:" + n + "S)?|" + n + "S)";
-  std::string date = "(?:" + n + "Y(?:" + n + "M)?(?:" + n + "D)?|" + n + "M(?:" + n + "D)?|" + n + "D)";
+  std::string time = "T(?:" + n + "H(?:" + n + "M(?:" + n + "S)?)?|" + n + "M(?:" + n + "S)?|" + n + "S)";
+  std::string date = "(?:" + n + "Y(?:" + n + "M(?:" + n + "D)?)?|" + n + "M(?:" + n + "D)?|" + n + "D)";
   return "(?:P(?:" + date + "(?:" + time + ")?|" + time + "|" + n + "W))";
 }
 

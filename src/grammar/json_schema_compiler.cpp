@@ -365,7 +365,7 @@ class Lowering {
       DI_TRY(v, elem(k));
       builder_.add_production(item[k], {Symbol::rule(v), Symbol::rule(after[k + 1])});
     }
-    for (uint64_t k = 1; k <= n; ++k) {
+    for (uint64_t k = bounded || n > 0 ? 1 : 0; k <= n; ++k) {
       if (k < m.max_items) builder_.add_production(after[k], {Symbol::term(comma_), Symbol::rule(item[k])});
       if (k >= m.min_items) builder_.add_production(after[k], {Symbol::term(arr_close_)});
     }

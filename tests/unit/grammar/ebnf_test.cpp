@@ -1,7 +1,15 @@
 // GBNF-compatible EBNF: syntax, errors, and the languages of a few classic grammars.
 #include "grammar/grammar_compiler.h"
 #include "grammar/matcher.h"
+#include "random_generation.h"
 #include "test_vocabularies.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -23,8 +31,7 @@ void expect_language(const std::string& ebnf, const std::vector<std::string>& ye
   for (const auto& s : no) EXPECT_FALSE(m.accepts_string(s)) << "should reject '" << s << "'\n" << ebnf;
 }
 
-TEST(Ebnf, LlamaCppJsonGrammar) {
-  const char* json = R"g(
+const char* kLlamaCppJson = R"g(
 root   ::= object
 value  ::= object | array | string | number | ("true" | "false" | "null") ws
 
@@ -51,7 +58,9 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1
 # Optional space: by convention, applied in this grammar after literal chars when allowed
 ws ::= | " " | "\n" [ \t]{0,20}
 )g";
-  expect_language(json, {"{}", "{\"a\": [1, 2.5, true, null]}", "{\"k\":{\"n\":\"\\u00e9\\n\"}}", "{ }"},
+
+TEST(Ebnf, LlamaCppJsonGrammar) {
+  expect_language(kLlamaCppJson, {"{}", "{\"a\": [1, 2.5, true, null]}", "{\"k\":{\"n\":\"\\u00e9\\n\"}}", "{ }"},
                   {"", "[]", "{\"a\":}", "{\"a\" 1}", "{\"a\":01}", "{\"a\":\"\x01\"}"});
 }
 
@@ -90,6 +99,34 @@ TEST(Ebnf, ErrorsNameTheProblem) {
     EXPECT_EQ(r.error().code, Code::kGrammar);
     EXPECT_NE(r.error().message.find(c.needle), std::string::npos) << r.error().message;
   }
+}
+
+// Outputs generated under llama.cpp's JSON grammar on the DeepSeek vocabulary parse as JSON
+// (checked by Python's json module: nlohmann refuses numbers beyond double range).
+TEST(RandomGeneration, EbnfJsonOutputsParse) {
+  if (std::system("/usr/bin/python3 -c 'import jsonschema' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-jsonschema is not installed";
+  }
+  GrammarCompiler compiler(testing::deepseek_vocabulary());
+  auto g = compiler.compile(GrammarKind::kEbnf, kLlamaCppJson);
+  ASSERT_TRUE(g) << g.error().message;
+  std::mt19937_64 rng(3);
+  int outputs = 0;
+  std::filesystem::path jsonl = std::filesystem::temp_directory_path() / ("di_ebnf_outputs_" + std::to_string(getpid()) + ".jsonl");
+  std::ofstream file(jsonl);
+  for (int run = 0; run < 40; ++run) {
+    Matcher m(g.value());
+    auto out = testing::generate(m, rng, 200);
+    ASSERT_EQ(out.text.find("<advance failed"), std::string::npos) << out.text;
+    if (!out.terminated) continue;
+    ++outputs;
+    file << nlohmann::json{{"schema", nlohmann::json::object()}, {"output", out.text}}.dump() << "\n";
+  }
+  file.close();
+  std::string cmd = std::string("/usr/bin/python3 ") + DI_GRAMMAR_TEST_DIR + "/validate_outputs.py " + jsonl.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::filesystem::remove(jsonl);
+  EXPECT_GT(outputs, 30);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "grammar/matcher.h"
 #include "grammar/regex_parser.h"
 #include "grammar/utf8.h"
+#include "random_generation.h"
 #include "test_vocabularies.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -233,6 +234,31 @@ TEST(RegexFuzz, MatcherAgreesWithPcre2) {
       ASSERT_EQ(m.accepts_string(s), ref.full_match(s)) << "/" << p << "/ on '" << s << "'";
     }
   }
+}
+
+// Outputs generated on the DeepSeek vocabulary with random weights must fully match per PCRE2.
+TEST(RandomGeneration, RegexOutputsMatchPcre2) {
+  PatternGenerator gen(4242);
+  GrammarCompiler compiler(testing::deepseek_vocabulary());
+  std::mt19937_64 rng(11);
+  int outputs = 0;
+  std::vector<std::string> patterns = {"[a-z]{3,8}( [a-z]{3,8}){0,4}\\.", "(\\d{1,3}\\.){3}\\d{1,3}", "\\w+@\\w+\\.(com|org)",
+                                       "[^\\n]{0,40}\\n", "(yes|no|maybe)!?", "\"[^\"]*\"", "[一-鿿]{2,6}"};
+  for (int i = 0; i < 120; ++i) patterns.push_back(gen.pattern());
+  for (const auto& p : patterns) {
+    auto g = compiler.compile(GrammarKind::kRegex, p);
+    if (!g) continue;  // matches nothing
+    Pcre2 ref(p);
+    for (int run = 0; run < 3; ++run) {
+      Matcher m(g.value());
+      auto out = testing::generate(m, rng, 60);
+      ASSERT_EQ(out.text.find("<advance failed"), std::string::npos) << p << ": " << out.text;
+      if (!out.terminated) continue;
+      ++outputs;
+      ASSERT_TRUE(ref.full_match(out.text)) << "/" << p << "/ generated '" << out.text << "'";
+    }
+  }
+  EXPECT_GT(outputs, 300);
 }
 
 }  // namespace
