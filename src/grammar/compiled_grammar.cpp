@@ -7,7 +7,7 @@ namespace deepinfer::grammar {
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab, TerminalMaskTable& terminals)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   terminal_masks_.reserve(grammar_.num_terminals());
-  for (uint32_t t = 0; t < grammar_.num_terminals(); ++t) terminal_masks_.push_back(terminals.get(grammar_.terminal_ptr(t)));
+  for (uint32_t t = 0; t < grammar_.num_terminals(); ++t) terminal_masks_.push_back(terminals.terminal(grammar_.terminal_ptr(t)));
 }
 
 const CoreMask& CompiledGrammar::core_mask(uint32_t core, uint32_t state, EarleyChart& scratch) const {

@@ -19,7 +19,7 @@ CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, con
         i = trie.subtree_end(i);
         continue;
       }
-      auto tokens = trie.tokens(i);
+      auto tokens = trie.tokens(i);  // usually none or one
       if (!tokens.empty()) {
         auto& dst = scratch.has_certain_item() ? out.accepted : out.uncertain;
         dst.insert(dst.end(), tokens.begin(), tokens.end());

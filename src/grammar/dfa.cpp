@@ -1,7 +1,6 @@
 #include "grammar/dfa.h"
 
 #include <algorithm>
-#include <deque>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -52,8 +51,8 @@ class SubsetConstruction {
   SubsetConstruction(const Nfa& nfa, size_t max_states) : nfa_(nfa), max_states_(max_states) {}
 
   Result<RawDfa> run() {
-    std::array<uint8_t, 256> boundaries{};
-    // Bytes split into classes at every edge boundary.
+    // Bytes split into classes at every edge boundary; class ids grow with byte values, so an
+    // edge [lo, hi] covers the classes [class(lo), class(hi)].
     std::vector<uint8_t> cut(257, 0);
     for (const auto& st : nfa_.states) {
       for (const auto& e : st) {
@@ -62,33 +61,44 @@ class SubsetConstruction {
         cut[e.hi + 1] = 1;
       }
     }
+    std::array<uint8_t, 256> boundaries{};
     uint8_t cls = 0;
     for (int b = 0; b < 256; ++b) {
       if (b > 0 && cut[b]) ++cls;
       boundaries[b] = cls;
     }
     combine_classes({&boundaries}, dfa_);
+    mark_.assign(nfa_.states.size(), 0);
 
     dfa_.add_state(false);  // dead
     std::vector<uint32_t> start_set = closure({nfa_.start}, /*at_start=*/true);
     start_set.push_back(kStartMarker);
     DI_TRY(start, intern(std::move(start_set)));
     dfa_.start = start;
-    while (!work_.empty()) {
-      uint32_t id = work_.front();
-      work_.pop_front();
-      std::vector<uint32_t> set = sets_[id];
-      if (!set.empty() && set.back() == kStartMarker) set.pop_back();
-      for (uint32_t c = 0; c < dfa_.num_classes; ++c) {
-        uint8_t byte = dfa_.class_rep[c];
-        std::vector<uint32_t> moved;
-        for (uint32_t s : set) {
-          for (const auto& e : nfa_.states[s]) {
-            if (e.kind == NfaEdgeKind::kBytes && e.lo <= byte && byte <= e.hi) moved.push_back(e.target);
-          }
+    std::vector<std::vector<uint32_t>> moved(dfa_.num_classes);
+    for (uint32_t id = 1; id < dfa_.num_states(); ++id) {
+      const std::vector<uint32_t>& set = sets_[id];
+      for (auto& m : moved) m.clear();
+      for (uint32_t s : set) {
+        if (s == kStartMarker) continue;
+        for (const auto& e : nfa_.states[s]) {
+          if (e.kind != NfaEdgeKind::kBytes) continue;
+          for (uint32_t c = dfa_.byte_class[e.lo]; c <= dfa_.byte_class[e.hi]; ++c) moved[c].push_back(e.target);
         }
-        if (moved.empty()) continue;
-        DI_TRY(target, intern(closure(std::move(moved), false)));
+      }
+      for (uint32_t c = 0; c < dfa_.num_classes; ++c) {
+        if (moved[c].empty()) continue;
+        std::sort(moved[c].begin(), moved[c].end());
+        moved[c].erase(std::unique(moved[c].begin(), moved[c].end()), moved[c].end());
+        uint32_t target;
+        auto hit = after_move_.find(moved[c]);
+        if (hit != after_move_.end()) {
+          target = hit->second;
+        } else {
+          DI_TRY(t, intern(closure(moved[c], false)));
+          target = t;
+          after_move_.emplace(moved[c], target);
+        }
         dfa_.at(id, c) = target;
       }
     }
@@ -98,19 +108,18 @@ class SubsetConstruction {
  private:
   static constexpr uint32_t kStartMarker = UINT32_MAX;
 
-  std::vector<uint32_t> closure(std::vector<uint32_t> seeds, bool at_start) {
+  std::vector<uint32_t> closure(const std::vector<uint32_t>& seeds, bool at_start) {
     std::vector<uint32_t> out;
-    std::vector<uint32_t> stack = std::move(seeds);
-    mark_.resize(nfa_.states.size(), 0);
+    stack_.assign(seeds.begin(), seeds.end());
     ++stamp_;
-    while (!stack.empty()) {
-      uint32_t s = stack.back();
-      stack.pop_back();
+    while (!stack_.empty()) {
+      uint32_t s = stack_.back();
+      stack_.pop_back();
       if (mark_[s] == stamp_) continue;
       mark_[s] = stamp_;
       out.push_back(s);
       for (const auto& e : nfa_.states[s]) {
-        if (e.kind == NfaEdgeKind::kEpsilon || (at_start && e.kind == NfaEdgeKind::kInputStart)) stack.push_back(e.target);
+        if (e.kind == NfaEdgeKind::kEpsilon || (at_start && e.kind == NfaEdgeKind::kInputStart)) stack_.push_back(e.target);
       }
     }
     std::sort(out.begin(), out.end());
@@ -119,18 +128,21 @@ class SubsetConstruction {
 
   // Accepting: the NFA accept state is reachable through epsilon and end-of-input edges.
   bool accepts(const std::vector<uint32_t>& set, bool at_start) {
-    std::vector<uint32_t> stack(set.begin(), set.end());
+    stack_.clear();
+    for (uint32_t s : set) {
+      if (s != kStartMarker) stack_.push_back(s);
+    }
     ++stamp_;
-    while (!stack.empty()) {
-      uint32_t s = stack.back();
-      stack.pop_back();
+    while (!stack_.empty()) {
+      uint32_t s = stack_.back();
+      stack_.pop_back();
       if (mark_[s] == stamp_) continue;
       mark_[s] = stamp_;
       if (s == nfa_.accept) return true;
       for (const auto& e : nfa_.states[s]) {
         if (e.kind == NfaEdgeKind::kEpsilon || e.kind == NfaEdgeKind::kInputEnd ||
             (at_start && e.kind == NfaEdgeKind::kInputStart)) {
-          stack.push_back(e.target);
+          stack_.push_back(e.target);
         }
       }
     }
@@ -144,21 +156,19 @@ class SubsetConstruction {
       return make_error(Code::kGrammar, "regular expression too complex (more than {} DFA states)", max_states_);
     }
     bool at_start = !set.empty() && set.back() == kStartMarker;
-    std::vector<uint32_t> members(set.begin(), set.end() - (at_start ? 1 : 0));
-    uint32_t id = dfa_.add_state(accepts(members, at_start));
+    uint32_t id = dfa_.add_state(accepts(set, at_start));
     ids_.emplace(set, id);
     sets_.push_back(std::move(set));
-    work_.push_back(id);
     return id;
   }
 
   const Nfa& nfa_;
   size_t max_states_;
   RawDfa dfa_;
-  std::unordered_map<std::vector<uint32_t>, uint32_t, VectorHash> ids_;
-  std::vector<std::vector<uint32_t>> sets_{std::vector<uint32_t>{}};  // index 0: dead
-  std::deque<uint32_t> work_;
-  std::vector<uint32_t> mark_;
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VectorHash> ids_;         // closed set -> state
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VectorHash> after_move_;  // moved set -> state
+  std::vector<std::vector<uint32_t>> sets_{std::vector<uint32_t>{}};            // index 0: dead
+  std::vector<uint32_t> mark_, stack_;
   uint32_t stamp_ = 0;
 };
 
@@ -347,6 +357,9 @@ class DfaBuilder {
       for (uint32_t c = 0; c < nk; ++c) out.table_[static_cast<size_t>(i) * nk + c] = id[qtable[static_cast<size_t>(s) * k + rep_old_class[c]]];
     }
     out.start_ = qstart == qdead ? 0 : 1;
+    for (uint32_t& t : out.table_) {
+      if (out.accepting_[t]) t |= Dfa::kAcceptBit;
+    }
 
     std::string& key = out.key_;
     auto put32 = [&](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
@@ -364,6 +377,7 @@ class DfaBuilder {
     r.byte_class = d.byte_class_;
     for (int b = 255; b >= 0; --b) r.class_rep[d.byte_class_[b]] = static_cast<uint8_t>(b);
     r.table = d.table_;
+    for (uint32_t& t : r.table) t &= ~Dfa::kAcceptBit;
     r.accepting = d.accepting_;
     r.start = d.start_;
     return r;
@@ -422,6 +436,51 @@ Result<Dfa> Dfa::subtract(const Dfa& a, const Dfa& b, size_t max_states) {
 
 Result<Dfa> Dfa::unite(const Dfa& a, const Dfa& b, size_t max_states) {
   return DfaBuilder::product(a, b, max_states, true, true, [](bool x, bool y) { return x || y; });
+}
+
+Result<Dfa> Dfa::repeat(const Dfa& unit, uint32_t min, uint32_t max, size_t max_states) {
+  if (unit.empty_language() || unit.accepting(unit.start())) return make_error(Code::kInternal, "repeat: empty unit");
+  for (uint32_t s = 1; s < unit.num_states(); ++s) {
+    for (int b = 0; b < 256 && unit.accepting(s); ++b) {
+      if (unit.next(s, static_cast<uint8_t>(b)) != kDead) return make_error(Code::kInternal, "repeat: the unit is not prefix-free");
+    }
+  }
+  bool bounded = max != kUnbounded;
+  if (bounded && max < min) return Dfa::from_regex(re_nothing());
+  // Counter values 0..top; unbounded repetitions saturate at min.
+  uint64_t top = bounded ? max : min;
+  uint64_t per_count = unit.num_states();
+  if ((top + 1) * per_count > max_states) {
+    return make_error(Code::kGrammar, "repetition too large (more than {} DFA states)", max_states);
+  }
+  RawDfa r;
+  r.num_classes = unit.num_classes_;
+  r.byte_class = unit.byte_class_;
+  for (int b = 255; b >= 0; --b) r.class_rep[unit.byte_class_[b]] = static_cast<uint8_t>(b);
+  // State (c, q) for unit state q >= 1 is 1 + c * (per_count - 1) + (q - 1).
+  auto id = [&](uint64_t c, uint32_t q) { return static_cast<uint32_t>(1 + c * (per_count - 1) + (q - 1)); };
+  r.add_state(false);
+  for (uint64_t c = 0; c <= top; ++c) {
+    for (uint32_t q = 1; q < unit.num_states(); ++q) r.add_state(q == unit.start() && c >= min);
+  }
+  for (uint64_t c = 0; c <= top; ++c) {
+    for (uint32_t q = 1; q < unit.num_states(); ++q) {
+      for (uint32_t k = 0; k < r.num_classes; ++k) {
+        uint32_t t = unit.next(q, r.class_rep[k]);
+        uint32_t target = 0;
+        if (t != kDead && !unit.accepting(t)) {
+          target = id(c, t);
+        } else if (t != kDead) {  // a unit completed: count it and start the next one
+          uint64_t next = c + 1;
+          if (next > top) next = bounded ? top + 1 : top;
+          if (next <= top) target = id(next, unit.start());
+        }
+        r.at(id(c, q), k) = target;
+      }
+    }
+  }
+  r.start = id(0, unit.start());
+  return DfaBuilder::finish(std::move(r));
 }
 
 Result<Dfa> Dfa::wrap(uint8_t open, uint8_t close) const {

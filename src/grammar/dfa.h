@@ -17,6 +17,8 @@ namespace deepinfer::grammar {
 class Dfa {
  public:
   static constexpr uint32_t kDead = 0;
+  // Transition entries carry this bit when the target state accepts (saves a lookup in walks).
+  static constexpr uint32_t kAcceptBit = 1u << 31;
   // Construction fails with kGrammar beyond this many states unless a caller passes its own limit.
   static constexpr size_t kDefaultMaxStates = 50000;
 
@@ -25,6 +27,9 @@ class Dfa {
   static Result<Dfa> intersect(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> subtract(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> unite(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
+  // unit{min,max} for a prefix-free unit (no complete word extends to another; accepting states
+  // have no live transitions), built by counting completed units. max may be kUnbounded.
+  static Result<Dfa> repeat(const Dfa& unit, uint32_t min, uint32_t max, size_t max_states = kDefaultMaxStates);
   // open · L(this) · close, for a language where no complete word continues with `close`
   // (so the concatenation stays deterministic). Fails otherwise.
   Result<Dfa> wrap(uint8_t open, uint8_t close) const;
@@ -33,12 +38,18 @@ class Dfa {
 
   uint32_t start() const { return start_; }
   uint32_t next(uint32_t state, uint8_t byte) const {
-    return table_[static_cast<size_t>(state) * num_classes_ + byte_class_[byte]];
+    return table_[static_cast<size_t>(state) * num_classes_ + byte_class_[byte]] & ~kAcceptBit;
   }
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
   uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
   bool empty_language() const { return start_ == kDead; }
   bool matches(std::string_view bytes) const;
+
+  // Raw tables for tight loops: next(s, b) == transitions()[s * num_classes() + byte_classes()[b]]
+  // without kAcceptBit.
+  const uint32_t* transitions() const { return table_.data(); }
+  const uint8_t* byte_classes() const { return byte_class_.data(); }
+  uint32_t num_classes() const { return num_classes_; }
 
   // A byte string identifying the language: equal languages give equal keys.
   const std::string& canonical_key() const { return key_; }
@@ -47,7 +58,7 @@ class Dfa {
   friend class DfaBuilder;
   uint32_t num_classes_ = 1;
   std::array<uint8_t, 256> byte_class_{};
-  std::vector<uint32_t> table_;   // num_states x num_classes
+  std::vector<uint32_t> table_;   // num_states x num_classes, targets tagged with kAcceptBit
   std::vector<uint8_t> accepting_;
   uint32_t start_ = kDead;
   std::string key_;

@@ -47,7 +47,7 @@ Result<Grammar> build_grammar(GrammarKind kind, std::string_view spec, const Gra
 }
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, size_t cache_capacity)
-    : vocab_(std::move(vocab)), capacity_(cache_capacity), terminals_(vocab_) {}
+    : vocab_(std::move(vocab)), capacity_(cache_capacity), terminals_(TerminalMaskTable::create(vocab_)) {}
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(GrammarKind kind, std::string_view spec,
                                                                         const GrammarOptions& options) {
@@ -61,7 +61,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(GrammarK
     }
   }
   DI_TRY(g, build_grammar(kind, spec, options));
-  auto compiled = std::make_shared<const CompiledGrammar>(std::move(g), vocab_, terminals_);
+  auto compiled = std::make_shared<const CompiledGrammar>(std::move(g), vocab_, *terminals_);
   std::lock_guard lock(mutex_);
   auto it = index_.find(key);
   if (it != index_.end()) return it->second->second;  // compiled concurrently: keep the first

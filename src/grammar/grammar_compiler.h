@@ -40,7 +40,7 @@ class GrammarCompiler {
 
   std::shared_ptr<const TokenVocabulary> vocab_;
   size_t capacity_;
-  TerminalMaskTable terminals_;
+  std::shared_ptr<TerminalMaskTable> terminals_;
   mutable std::mutex mutex_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

@@ -1,9 +1,9 @@
 #include "grammar/json_schema_compiler.h"
 
-#include "grammar/json_formats.h"
 #include "grammar/json_lexemes.h"
 #include "grammar/json_schema_set.h"
 #include "grammar/json_schema_validator.h"
+#include "grammar/json_string_dfas.h"
 #include "grammar/regex_parser.h"
 
 #include <fmt/format.h>
@@ -99,40 +99,35 @@ class Lowering {
 
   // The JSON string bodies (between quotes) whose values meet the string constraints of `m`.
   Result<Dfa> string_content(const Merged& m, const std::string& where) {
-    Regex any = re_star(re_chars(CodepointSet::all()));
-    std::vector<Regex> parts;
-    if (m.min_length > 0 || m.max_length != UINT64_MAX) {
-      uint64_t limit = Dfa::kDefaultMaxStates / 4;
-      if (m.min_length > limit || (m.max_length != UINT64_MAX && m.max_length > limit)) {
-        return make_error(Code::kGrammar, "json schema: minLength/maxLength above {} are not supported (at {})", limit, where);
-      }
-      uint32_t max = m.max_length == UINT64_MAX ? kUnbounded : static_cast<uint32_t>(m.max_length);
-      parts.push_back(re_repeat(re_chars(CodepointSet::all()), static_cast<uint32_t>(m.min_length), max));
+    auto fail = [&](const Error& e) { return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, e.message); };
+    uint32_t max = m.max_length == UINT64_MAX ? kUnbounded : static_cast<uint32_t>(std::min<uint64_t>(m.max_length, UINT32_MAX - 1));
+    uint64_t limit = Dfa::kDefaultMaxStates / json_char_dfa().num_states();
+    if (m.min_length > limit || (max != kUnbounded && max > limit)) {
+      return make_error(Code::kGrammar, "json schema: minLength/maxLength above {} are not supported (at {})", limit, where);
     }
+    auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
+    if (!counted) return fail(counted.error());
+    Dfa acc = std::move(counted.value());
+    auto narrow = [&](const Dfa& d) -> Result<void> {
+      auto both = Dfa::intersect(acc, d);
+      if (!both) return fail(both.error());
+      acc = std::move(both.value());
+      return ok();
+    };
+    Regex any = re_star(re_chars(CodepointSet::all()));
     for (const auto& p : m.patterns) {
       auto re = parse_ecmascript_regex(p);
       if (!re) return make_error(Code::kGrammar, "json schema: pattern at {}: {}", where, re.error().message);
-      parts.push_back(re_seq({any, re.value(), any}));
+      auto d = Dfa::from_regex(json_encode(re_seq({any, re.value(), any})));
+      if (!d) return fail(d.error());
+      DI_TRYV(narrow(d.value()));
     }
     for (const auto& f : m.formats) {
-      auto re = format_regex(f);
-      if (!re) return make_error(Code::kGrammar, "{} (at {})", re.error().message, where);
-      parts.push_back(re.value());
+      auto d = json_format_dfa(f);
+      if (!d) return make_error(Code::kGrammar, "{} (at {})", d.error().message, where);
+      DI_TRYV(narrow(*d.value()));
     }
-    if (parts.empty()) parts.push_back(any);
-    std::optional<Dfa> acc;
-    for (const auto& part : parts) {
-      auto d = Dfa::from_regex(json_encode(part));
-      if (!d) return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, d.error().message);
-      if (!acc) {
-        acc = std::move(d.value());
-      } else {
-        auto both = Dfa::intersect(*acc, d.value());
-        if (!both) return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, both.error().message);
-        acc = std::move(both.value());
-      }
-    }
-    return std::move(*acc);
+    return acc;
   }
 
   Result<uint32_t> quoted_terminal(const Dfa& content) {

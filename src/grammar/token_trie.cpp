@@ -1,7 +1,6 @@
 #include "grammar/token_trie.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace deepinfer::grammar {
 
@@ -16,9 +15,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
     return x != y ? x < y : a < b;
   });
   node_of_token_.assign(token_bytes.size(), 0);
-  byte_.push_back(0);
-  depth_.push_back(0);
-  end_.push_back(0);
+  nodes_.push_back(Node{0, 0, 0, 0, -1});
   token_begin_.push_back(0);
   std::vector<uint32_t> path{0};  // path[d] = node at depth d on the current branch
   const std::string* prev = nullptr;
@@ -31,16 +28,20 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
     }
     // Close the nodes below the shared prefix.
     while (path.size() > lcp + 1) {
-      end_[path.back()] = num_nodes();
+      nodes_[path.back()].end = num_nodes();
       path.pop_back();
     }
     for (size_t d = lcp; d < s.size(); ++d) {
       uint32_t node = num_nodes();
-      byte_.push_back(static_cast<uint8_t>(s[d]));
-      depth_.push_back(static_cast<uint16_t>(std::min<size_t>(d + 1, UINT16_MAX)));
-      end_.push_back(0);
+      nodes_.push_back(Node{static_cast<uint8_t>(s[d]), 0, static_cast<uint16_t>(std::min<size_t>(d + 1, UINT16_MAX)), 0, -1});
       token_begin_.push_back(static_cast<uint32_t>(token_ids_.size()));
       path.push_back(node);
+    }
+    Node& end = nodes_[path.back()];
+    if (end.token < 0) {
+      end.token = id;
+    } else {
+      end.more_tokens = 1;
     }
     token_ids_.push_back(id);
     node_of_token_[static_cast<size_t>(id)] = path.back();
@@ -48,7 +49,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
     prev = &s;
   }
   while (!path.empty()) {
-    end_[path.back()] = num_nodes();
+    nodes_[path.back()].end = num_nodes();
     path.pop_back();
   }
   token_begin_.push_back(static_cast<uint32_t>(token_ids_.size()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 
 namespace deepinfer::grammar::testing {
 namespace {
@@ -32,7 +33,9 @@ GenerationResult generate(Matcher& matcher, std::mt19937_64& rng, size_t max_tok
   std::uniform_real_distribution<double> unit(0, 1);
   GenerationResult out;
   for (size_t step = 0; step < max_tokens && !matcher.is_terminated(); ++step) {
+    auto start = std::chrono::steady_clock::now();
     matcher.fill_mask(mask.data());
+    out.mask_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     if (on_mask) on_mask(mask.data());
     // With growing probability, draw only among closing tokens when there are any.
     const std::vector<uint32_t>* pool = &mask;

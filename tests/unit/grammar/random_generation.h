@@ -16,6 +16,7 @@ struct GenerationResult {
   std::string text;
   std::vector<int32_t> tokens;
   bool terminated = false;  // ended with EOS (else hit max_tokens)
+  std::vector<double> mask_us;  // time of each fill_mask call
 };
 
 // Each step: fill the mask, draw a token from the allowed ones with random weights, advance.

@@ -1,0 +1,32 @@
+#include "grammar/json_string_dfas.h"
+
+#include "grammar/json_formats.h"
+#include "grammar/json_lexemes.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace deepinfer::grammar {
+
+const Dfa& json_char_dfa() {
+  static const Dfa dfa = Dfa::from_regex(json_string_char()).value();
+  return dfa;
+}
+
+Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;
+  {
+    std::lock_guard lock(mutex);
+    auto it = cache.find(format);
+    if (it != cache.end()) return it->second;
+  }
+  DI_TRY(re, format_regex(format));
+  DI_TRY(dfa, Dfa::from_regex(json_encode(re)));
+  auto shared = std::make_shared<const Dfa>(std::move(dfa));
+  std::lock_guard lock(mutex);
+  return cache.emplace(std::string(format), shared).first->second;
+}
+
+}  // namespace deepinfer::grammar
