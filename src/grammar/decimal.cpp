@@ -65,7 +65,7 @@ Result<Decimal> Decimal::parse(std::string_view text) {
   }
   if (i != text.size()) return bad();
   if (point <= 0) {
-    d.integer = "0";
+    d.integer.assign(1, '0');  // (not = "0": GCC 12 reports a false -Wrestrict there)
     d.fraction = std::string(static_cast<size_t>(-point), '0') + digits;
   } else if (static_cast<size_t>(point) >= digits.size()) {
     d.integer = digits + std::string(static_cast<size_t>(point) - digits.size(), '0');
@@ -73,15 +73,6 @@ Result<Decimal> Decimal::parse(std::string_view text) {
     d.integer = digits.substr(0, static_cast<size_t>(point));
     d.fraction = digits.substr(static_cast<size_t>(point));
   }
-  normalize(d);
-  return d;
-}
-
-Decimal Decimal::from_int(long long v) {
-  Decimal d;
-  d.negative = v < 0;
-  unsigned long long m = v < 0 ? 0ull - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
-  d.integer = std::to_string(m);
   normalize(d);
   return d;
 }
@@ -115,13 +106,6 @@ Decimal Decimal::ceil() const {
   if (!d.negative) d.integer = digits_increment(d.integer);
   normalize(d);
   return d;
-}
-
-std::string Decimal::to_string() const {
-  std::string s = negative ? "-" : "";
-  s += integer;
-  if (!fraction.empty()) s += "." + fraction;
-  return s;
 }
 
 int compare(const Decimal& a, const Decimal& b) {

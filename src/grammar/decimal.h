@@ -16,7 +16,6 @@ struct Decimal {
 
   // Parses JSON number syntax (exponents allowed) exactly.
   static Result<Decimal> parse(std::string_view text);
-  static Decimal from_int(long long v);
 
   bool is_integer() const { return fraction.empty(); }
   bool is_zero() const { return integer == "0" && fraction.empty(); }
@@ -24,7 +23,6 @@ struct Decimal {
   Decimal negated() const;
   Decimal floor() const;
   Decimal ceil() const;
-  std::string to_string() const;
 };
 
 // -1, 0, 1 as a <, ==, > b.

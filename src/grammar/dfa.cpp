@@ -426,6 +426,28 @@ Result<Dfa> Dfa::from_regex(const Regex& regex, size_t max_states) {
   return DfaBuilder::finish(std::move(raw));
 }
 
+Result<Dfa> Dfa::from_function(uint32_t num_states, uint32_t start, const std::function<bool(uint32_t)>& accepting,
+                               const std::function<uint32_t(uint32_t, uint8_t)>& next) {
+  if (num_states > kDefaultMaxStates) {
+    return make_error(Code::kGrammar, "automaton too large ({} states, limit {})", num_states, kDefaultMaxStates);
+  }
+  RawDfa r;
+  r.num_classes = 256;
+  for (int b = 0; b < 256; ++b) r.byte_class[b] = r.class_rep[b] = static_cast<uint8_t>(b);
+  r.table.assign(static_cast<size_t>(num_states) * 256, 0);
+  r.accepting.assign(num_states, 0);
+  for (uint32_t s = 1; s < num_states; ++s) {
+    r.accepting[s] = accepting(s) ? 1 : 0;
+    for (int b = 0; b < 256; ++b) {
+      uint32_t t = next(s, static_cast<uint8_t>(b));
+      if (t >= num_states) return make_error(Code::kInternal, "from_function: state {} out of range", t);
+      r.at(s, static_cast<uint32_t>(b)) = t;
+    }
+  }
+  r.start = start;
+  return DfaBuilder::finish(std::move(r));
+}
+
 Result<Dfa> Dfa::intersect(const Dfa& a, const Dfa& b, size_t max_states) {
   return DfaBuilder::product(a, b, max_states, false, false, [](bool x, bool y) { return x && y; });
 }

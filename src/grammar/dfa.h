@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ class Dfa {
   static constexpr size_t kDefaultMaxStates = 50000;
 
   static Result<Dfa> from_regex(const Regex& regex, size_t max_states = kDefaultMaxStates);
+  // From an explicit automaton over states 0..num_states-1 (0 dead): next(s, byte) -> state.
+  static Result<Dfa> from_function(uint32_t num_states, uint32_t start, const std::function<bool(uint32_t)>& accepting,
+                                   const std::function<uint32_t(uint32_t, uint8_t)>& next);
   // Language operations (results are minimal and trimmed).
   static Result<Dfa> intersect(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> subtract(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);

@@ -62,7 +62,6 @@ class EarleyChart {
   // Context-free mode: the last set holds an item that does not depend on a guessed context.
   bool has_certain_item() const;
 
-  const Grammar& grammar() const { return g_; }
 
  private:
   void begin_set();

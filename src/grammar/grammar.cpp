@@ -32,11 +32,12 @@ Result<Grammar> GrammarBuilder::build(uint32_t root) {
   // Terminals matching the empty string: T becomes rule opt_T -> T' | ε with T' = T minus ε.
   std::vector<int64_t> term_as_rule(terminals_.size(), -1);
   std::vector<uint8_t> term_empty(terminals_.size(), 0);
+  uint32_t optionals = 0;
   for (uint32_t t = 0; t < terminals_.size(); ++t) {
     const Dfa& d = *terminals_[t];
     term_empty[t] = d.empty_language();
     if (d.empty_language() || !d.accepting(d.start())) continue;
-    uint32_t r = add_rule(fmt::format("t{}?", t));
+    uint32_t r = add_rule(fmt::format("optional{}", optionals++));
     term_as_rule[t] = r;
     Dfa nonempty = d.without_empty();
     if (!nonempty.empty_language()) {
@@ -119,7 +120,6 @@ Result<Grammar> GrammarBuilder::build(uint32_t root) {
   for (uint32_t r = 0; r < n; ++r) {
     for (uint32_t pi : by_lhs[order[r]]) {
       g.prod_cores_.push_back(g.num_cores());
-      g.production_lhs_.push_back(r);
       for (const auto& s : productions_[pi].rhs) {
         if (s.terminal) {
           g.core_kind_.push_back(CoreKind::kTerminal);

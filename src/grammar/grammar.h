@@ -33,7 +33,6 @@ class Grammar {
   uint32_t num_rules() const { return static_cast<uint32_t>(rule_names_.size()); }
   uint32_t num_terminals() const { return static_cast<uint32_t>(terminals_.size()); }
   uint32_t num_cores() const { return static_cast<uint32_t>(core_kind_.size()); }
-  uint32_t num_productions() const { return static_cast<uint32_t>(production_lhs_.size()); }
   const std::string& rule_name(uint32_t rule) const { return rule_names_[rule]; }
 
   CoreKind core_kind(uint32_t core) const { return core_kind_[core]; }
@@ -61,7 +60,6 @@ class Grammar {
   std::vector<std::shared_ptr<const Dfa>> terminals_;
   std::vector<CoreKind> core_kind_;
   std::vector<uint32_t> core_symbol_;
-  std::vector<uint32_t> production_lhs_;
   std::vector<uint32_t> prod_begin_, prod_cores_;
   std::vector<uint32_t> site_begin_, site_cores_;
   std::vector<uint8_t> nullable_;
@@ -81,8 +79,6 @@ class GrammarBuilder {
   Result<uint32_t> add_regex_terminal(const Regex& regex);
   void add_production(uint32_t lhs, std::vector<Symbol> rhs);
   uint32_t num_rules() const { return static_cast<uint32_t>(names_.size()); }
-  size_t num_symbols() const { return num_symbols_; }
-  const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
 
   Result<Grammar> build(uint32_t root);
 

@@ -28,15 +28,6 @@ std::string cache_key(GrammarKind kind, std::string_view spec, const GrammarOpti
 
 }  // namespace
 
-const char* grammar_kind_name(GrammarKind kind) {
-  switch (kind) {
-    case GrammarKind::kRegex: return "regex";
-    case GrammarKind::kJsonSchema: return "json_schema";
-    case GrammarKind::kEbnf: return "ebnf";
-  }
-  return "unknown";
-}
-
 Result<Grammar> build_grammar(GrammarKind kind, std::string_view spec, const GrammarOptions& options) {
   switch (kind) {
     case GrammarKind::kRegex: return build_regex_grammar(spec);

@@ -23,6 +23,4 @@ struct GrammarOptions {
   bool operator==(const GrammarOptions&) const = default;
 };
 
-const char* grammar_kind_name(GrammarKind kind);
-
 }  // namespace deepinfer::grammar

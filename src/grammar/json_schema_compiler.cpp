@@ -35,12 +35,12 @@ void insert_sorted(std::vector<SchemaId>& v, SchemaId id) {
 
 // Constraints of a flattened conjunction, merged keyword by keyword.
 struct Merged {
-  bool is_false = false;
   uint8_t types = kTypeAll;
   std::optional<std::vector<Json>> enum_values;
   uint64_t min_length = 0, max_length = UINT64_MAX;
   std::vector<std::string> patterns, formats;
   std::optional<NumberBound> lower, upper;
+  std::vector<Decimal> multiple_of;
   std::vector<std::vector<SchemaId>> prefix;  // per position: schemas that apply
   std::vector<SchemaId> items;                // schemas for positions past every prefix
   uint64_t min_items = 0, max_items = UINT64_MAX;
@@ -135,10 +135,17 @@ class Lowering {
     return builder_.add_terminal(std::make_shared<const Dfa>(std::move(q)));
   }
 
-  Result<uint32_t> number_terminal(const Merged& m) {
+  // Unconstrained numbers keep exponents; bounds and multipleOf use exact decimal automata.
+  Result<uint32_t> number_terminal(const Merged& m, const std::string& where) {
     bool integers = !(m.types & kTypeFraction);
-    if (!m.lower && !m.upper) return terminal(json_number(integers));
+    if (!m.lower && !m.upper && m.multiple_of.empty()) return terminal(json_number(integers));
     DI_TRY(dfa, bounded_number_dfa(m.lower, m.upper, integers));
+    for (const auto& step : m.multiple_of) {
+      auto steps = multiple_of_dfa(step);
+      if (!steps) return make_error(Code::kGrammar, "json schema: {} (at {})", steps.error().message, where);
+      DI_TRY(both, Dfa::intersect(dfa, steps.value()));
+      dfa = std::move(both);
+    }
     return builder_.add_terminal(std::make_shared<const Dfa>(std::move(dfa)));
   }
 
@@ -171,10 +178,8 @@ class Lowering {
     size_t prefix_len = 0;
     for (SchemaId id : members) prefix_len = std::max(prefix_len, set_.node(id).prefix_items.size());
     m.prefix.resize(prefix_len);
-    bool any_additional = false;
     for (SchemaId id : members) {
       const SchemaNode& n = set_.node(id);
-      m.is_false = m.is_false || n.always_false;
       m.types &= n.types;
       if (n.enum_values) {
         if (!m.enum_values) {
@@ -204,6 +209,7 @@ class Lowering {
                       (compare(n.upper->value, m.upper->value) == 0 && n.upper->exclusive))) {
         m.upper = n.upper;
       }
+      m.multiple_of.insert(m.multiple_of.end(), n.multiple_of.begin(), n.multiple_of.end());
       for (size_t i = 0; i < prefix_len; ++i) {
         if (i < n.prefix_items.size()) {
           m.prefix[i].push_back(n.prefix_items[i]);
@@ -224,14 +230,12 @@ class Lowering {
         if (it == m.properties.end()) m.properties.emplace_back(r, std::vector<SchemaId>{});
       }
       if (n.additional_properties) {
-        any_additional = true;
         m.additional.push_back(*n.additional_properties);
       }
       if (n.property_names) m.property_names.push_back(*n.property_names);
       m.min_properties = std::max(m.min_properties, n.min_properties);
       m.max_properties = std::min(m.max_properties, n.max_properties);
     }
-    (void)any_additional;
     // A property's value meets each member's schema for it: its `properties` entry, or else its
     // additionalProperties.
     for (auto& [name, schemas] : m.properties) {
@@ -317,7 +321,7 @@ class Lowering {
       builder_.add_production(rule, {Symbol::term(t)});
     }
     if (m.types & (kTypeInteger | kTypeFraction)) {
-      DI_TRY(t, number_terminal(m));
+      DI_TRY(t, number_terminal(m, where));
       builder_.add_production(rule, {Symbol::term(t)});
     }
     if (m.types & kTypeString) {

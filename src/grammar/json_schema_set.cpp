@@ -49,7 +49,6 @@ const std::map<std::string, std::string, std::less<>> kUnsupported = {
     {"dependentSchemas", "dependentSchemas"},
     {"dependencies", "dependencies"},
     {"patternProperties", "patternProperties"},
-    {"multipleOf", "multipleOf"},
     {"$dynamicRef", "$dynamicRef"},
     {"$recursiveRef", "$recursiveRef"},
 };
@@ -269,6 +268,10 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       DI_TRY(d, number_value(v, n.path, key));
       NumberBound b{d, key == "exclusiveMaximum"};
       if (!n.upper || compare(d, n.upper->value) < 0 || (compare(d, n.upper->value) == 0 && b.exclusive)) n.upper = b;
+    } else if (key == "multipleOf") {
+      DI_TRY(d, number_value(v, n.path, key));
+      if (d.negative || d.is_zero()) return schema_error(n.path, "multipleOf must be greater than 0");
+      n.multiple_of.push_back(d);
     } else if (key == "items") {
       if (v.is_array()) {  // draft 2019 and earlier: tuple form
         items_is_array = true;

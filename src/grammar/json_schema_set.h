@@ -46,6 +46,7 @@ struct SchemaNode {
   std::vector<std::string> formats;
   // numbers
   std::optional<NumberBound> lower, upper;
+  std::vector<Decimal> multiple_of;
   // arrays
   std::vector<SchemaId> prefix_items;
   std::optional<SchemaId> items;

@@ -126,6 +126,9 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
       int c = compare(*d, n.upper->value);
       if (c > 0 || (c == 0 && n.upper->exclusive)) return false;
     }
+    for (const auto& step : n.multiple_of) {
+      if (!is_multiple_of(d->abs(), step)) return false;
+    }
   }
   if (v.is_array()) {
     if (v.size() < n.min_items || v.size() > n.max_items) return false;

@@ -169,4 +169,111 @@ Result<Dfa> bounded_number_dfa(const std::optional<NumberBound>& lower, const st
   return Dfa::unite(*pos, neg);
 }
 
+namespace {
+
+// step = p / 10^q with p a positive integer (no trailing zeros in the fraction, so q is minimal).
+struct Step {
+  uint64_t p = 0;
+  uint32_t q = 0;
+};
+
+std::optional<Step> split_step(const Decimal& step) {
+  std::string digits = step.integer + step.fraction;
+  size_t nz = digits.find_first_not_of('0');
+  if (step.negative || nz == std::string::npos || digits.size() - nz > 18) return std::nullopt;
+  return Step{std::stoull(digits.substr(nz)), static_cast<uint32_t>(step.fraction.size())};
+}
+
+}  // namespace
+
+// x is a multiple of p/10^q iff x·10^q is an integer divisible by p. The automaton reads the
+// digits keeping (digits so far) mod p: integer digits, then up to q fraction digits, then only
+// zeros; it accepts where the remainder, scaled to q fraction digits, is 0 mod p.
+Result<Dfa> multiple_of_dfa(const Decimal& step) {
+  auto s = split_step(step);
+  if (!s) return make_error(Code::kGrammar, "multipleOf {} is not supported", step.integer + "." + step.fraction);
+  const uint64_t p = s->p;
+  const uint32_t q = s->q;
+  if (p * (q + 3) + 4 > Dfa::kDefaultMaxStates) return make_error(Code::kGrammar, "multipleOf with too many digits");
+  std::vector<uint64_t> pow10(q + 1, 1 % p);
+  for (uint32_t j = 1; j <= q; ++j) pow10[j] = pow10[j - 1] * 10 % p;
+  // States: 1 start, 2 after '-', 3 integer part "0", then blocks of p remainders: integer
+  // digits, after '.', after k = 1..q fraction digits, and the zeros past q.
+  const uint32_t kStart = 1, kMinus = 2, kZero = 3;
+  auto integer = [&](uint64_t r) { return static_cast<uint32_t>(4 + r); };
+  auto dot = [&](uint64_t r) { return static_cast<uint32_t>(4 + p + r); };
+  auto frac = [&](uint64_t r, uint32_t k) { return static_cast<uint32_t>(4 + 2 * p + (k - 1) * p + r); };
+  auto tail = [&](uint64_t r) { return static_cast<uint32_t>(4 + 2 * p + q * p + r); };
+  uint32_t n = static_cast<uint32_t>(4 + p * (q + 3));
+  auto decode = [&](uint32_t st, uint64_t* r, uint32_t* k) {  // block kind: 0 int, 1 dot, 2 frac, 3 tail
+    uint64_t x = st - 4;
+    if (x < p) {
+      *r = x;
+      return 0;
+    }
+    x -= p;
+    if (x < p) {
+      *r = x;
+      return 1;
+    }
+    x -= p;
+    if (x < static_cast<uint64_t>(q) * p) {
+      *k = static_cast<uint32_t>(x / p) + 1;
+      *r = x % p;
+      return 2;
+    }
+    *r = x - static_cast<uint64_t>(q) * p;
+    return 3;
+  };
+  auto accepting = [&](uint32_t st) {
+    if (st == kZero) return true;
+    if (st < 4) return false;
+    uint64_t r = 0;
+    uint32_t k = 0;
+    switch (decode(st, &r, &k)) {
+      case 0: return r * pow10[q] % p == 0;
+      case 2: return r * pow10[q - k] % p == 0;
+      case 3: return r == 0;
+      default: return false;
+    }
+  };
+  auto next = [&](uint32_t st, uint8_t c) -> uint32_t {
+    bool digit = c >= '0' && c <= '9';
+    uint64_t d = digit ? c - '0' : 0;
+    if (st == kStart || st == kMinus) {
+      if (c == '-' && st == kStart) return kMinus;
+      if (c == '0') return kZero;
+      return digit ? integer(d % p) : 0;
+    }
+    if (st == kZero) return c == '.' ? dot(0) : 0;
+    uint64_t r = 0;
+    uint32_t k = 0;
+    switch (decode(st, &r, &k)) {
+      case 0:
+        if (c == '.') return dot(r);
+        return digit ? integer((r * 10 + d) % p) : 0;
+      case 1:
+        if (!digit) return 0;
+        if (q == 0) return c == '0' ? tail(r) : 0;
+        return frac((r * 10 + d) % p, 1);
+      case 2:
+        if (!digit) return 0;
+        if (k < q) return frac((r * 10 + d) % p, k + 1);
+        return c == '0' ? tail(r) : 0;
+      default: return c == '0' ? tail(r) : 0;
+    }
+  };
+  return Dfa::from_function(n, kStart, accepting, next);
+}
+
+bool is_multiple_of(const Decimal& value, const Decimal& step) {
+  auto s = split_step(step);
+  if (!s) return false;
+  if (value.fraction.size() > s->q) return false;  // more fraction digits than the step has
+  std::string digits = value.integer + value.fraction + std::string(s->q - value.fraction.size(), '0');
+  uint64_t r = 0;
+  for (char c : digits) r = (r * 10 + static_cast<uint64_t>(c - '0')) % s->p;
+  return r == 0;
+}
+
 }  // namespace deepinfer::grammar

@@ -19,4 +19,9 @@ struct NumberBound {
 Result<Dfa> bounded_number_dfa(const std::optional<NumberBound>& lower, const std::optional<NumberBound>& upper,
                                bool integers_only);
 
+// JSON number texts without exponent whose value is an integer multiple of `step` (> 0).
+Result<Dfa> multiple_of_dfa(const Decimal& step);
+// Whether value is an integer multiple of step (> 0), exactly.
+bool is_multiple_of(const Decimal& value, const Decimal& step);
+
 }  // namespace deepinfer::grammar

@@ -65,7 +65,6 @@ class TerminalMasks {
 
   // The reference stays valid as long as this object.
   const TerminalStateMask& state_mask(uint32_t state) const;
-  const Dfa& dfa() const { return *dfa_; }
 
  private:
   std::shared_ptr<const Dfa> dfa_;

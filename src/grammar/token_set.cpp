@@ -28,12 +28,6 @@ TokenSet TokenSet::from_mask(const uint32_t* words, size_t num_words) {
   return s;
 }
 
-TokenSet TokenSet::from_ids(std::vector<int32_t> ids) {
-  TokenSet s;
-  s.ids_ = std::move(ids);
-  return s;
-}
-
 void TokenSet::or_into(uint32_t* words) const {
   for (int32_t id : ids_) words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
   for (size_t w = 0; w < bits_.size(); ++w) words[w] |= bits_[w];

@@ -13,11 +13,9 @@ class TokenSet {
   TokenSet() = default;
   // From a mask of `num_words` words (bit i = token i).
   static TokenSet from_mask(const uint32_t* words, size_t num_words);
-  static TokenSet from_ids(std::vector<int32_t> ids);  // sorted, unique
 
   void or_into(uint32_t* words) const;
   void copy_into(uint32_t* words, size_t num_words) const;
-  bool empty() const { return ids_.empty() && bits_.empty(); }
   size_t memory_bytes() const { return ids_.size() * sizeof(int32_t) + bits_.size() * sizeof(uint32_t); }
 
  private:

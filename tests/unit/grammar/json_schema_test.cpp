@@ -93,6 +93,13 @@ TEST(JsonSchema, DecimalBoundsAreExact) {
   expect_texts(R"({"type":"number"})", {"-0", "1.5e-7", "2E+10", "0.0"}, {"01", "1.", ".5", "+1", "1e"});
 }
 
+TEST(JsonSchema, MultipleOfIsExact) {
+  expect_texts(R"({"type":"integer","multipleOf":7,"minimum":-20})", {"0", "7", "-14", "700"}, {"8", "-21", "7.0", "1"});
+  expect_texts(R"({"type":"number","multipleOf":0.25})", {"0.5", "-1.75", "3", "2.50", "0.250000"}, {"0.1", "0.125", "1e2"});
+  expect_texts(R"({"type":"number","multipleOf":1.5,"maximum":4.5})", {"1.5", "4.5", "-3", "0"}, {"6", "1", "4.4"});
+  expect_texts(R"({"enum":[1,2.5,4],"multipleOf":2})", {"4"}, {"1", "2.5"});
+}
+
 TEST(JsonSchema, EnumAndConstAreValuesNotTexts) {
   expect_texts(R"({"enum":["a",1,null,{"k":[true]}]})", {R"("a")", "1", "1.0", "null", R"({"k":[true]})", R"({ "k" : [ true ] })"},
                {R"("b")", "2", R"({"k":[false]})", "true"});
@@ -126,7 +133,7 @@ TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"type":"array","contains":{"type":"integer"}})", "'contains'");
   expect_error(R"({"patternProperties":{"^x":{}}})", "'patternProperties'");
   expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
-  expect_error(R"({"multipleOf":2})", "'multipleOf'");
+  expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
   expect_error(R"({"unevaluatedProperties":false})", "'unevaluatedProperties'");
   expect_error(R"({"$ref":"https://example.com/other.json"})", "remote references are not supported");
   expect_error(R"({"type":"string","format":"hostname"})", "format 'hostname'");

@@ -84,6 +84,7 @@ class Generator {
 
   Json integer_schema() {
     Json s{{"type", "integer"}};
+    if (chance(0.2)) s["multipleOf"] = range(2, 7);
     if (chance(0.5)) s[chance(0.5) ? "minimum" : "exclusiveMinimum"] = bound(false);
     if (chance(0.5)) s[chance(0.5) ? "maximum" : "exclusiveMaximum"] = s.contains("minimum") ? Json(s["minimum"].get<double>() + static_cast<double>(range(0, 3000)) / 3.0) : bound(false);
     return s;
@@ -91,6 +92,7 @@ class Generator {
 
   Json number_schema() {
     Json s{{"type", "number"}};
+    if (chance(0.2)) s["multipleOf"] = chance(0.5) ? 0.5 : 0.25;  // exact in binary, as the Python validator divides floats
     if (chance(0.5)) s[chance(0.5) ? "minimum" : "exclusiveMinimum"] = bound(false);
     if (chance(0.5)) s[chance(0.5) ? "maximum" : "exclusiveMaximum"] = bound(false);
     return s;
