@@ -516,6 +516,18 @@ class Lowering {
     return ok();
   }
 
+  // An object valid for `x` has a property that `y` forbids.
+  bool requires_forbidden(const Merged& x, const Merged& y) {
+    auto is_false = [&](const std::vector<SchemaId>& ids) {
+      return std::any_of(ids.begin(), ids.end(), [&](SchemaId id) { return set_.node(id).always_false; });
+    };
+    for (const auto& name : x.required) {
+      auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
+      if (it != y.properties.end() ? is_false(it->second) : is_false(y.additional)) return true;
+    }
+    return false;
+  }
+
   // True when no value satisfies both conjunctions (a sound, incomplete test).
   Result<bool> disjoint(const std::vector<SchemaId>& a_ids, const std::vector<SchemaId>& b_ids, int depth) {
     if (depth > kMaxDisjointDepth) return false;
@@ -560,7 +572,9 @@ class Lowering {
       } else if (t == kTypeArray) {
         separated = a.min_items > b.max_items || b.min_items > a.max_items;
       } else if (t == kTypeObject) {
+        separated = requires_forbidden(a, b) || requires_forbidden(b, a);
         for (const auto& [name, sa] : a.properties) {
+          if (separated) break;
           if (!a.required.count(name) || !b.required.count(name)) continue;
           auto it = std::find_if(b.properties.begin(), b.properties.end(), [&](const auto& p) { return p.first == name; });
           if (it == b.properties.end()) continue;

@@ -111,6 +111,8 @@ TEST(JsonSchema, CombinatorsAndReferences) {
   expect_texts(R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":1}]})", {"5", R"("a")"}, {R"("ab")", "null"});
   expect_texts(R"({"oneOf":[{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]},{"type":"object","properties":{"k":{"const":"b"},"n":{"type":"integer"}},"required":["k","n"]}]})",
                {R"({"k":"a"})", R"({"k":"b","n":1})"}, {R"({"k":"b"})", R"({"k":"c"})"});
+  expect_texts(R"({"oneOf":[{"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false},{"type":"object","properties":{"b":{}},"required":["b"],"additionalProperties":false}]})",
+               {R"({"a":1})", R"({"b":2})"}, {R"({"a":1,"b":2})", R"({})"});
   expect_texts(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"properties":{"a":{"minimum":3}},"required":["a"]}]})",
                {R"({"a":3})"}, {R"({"a":2})", R"({})"});
   expect_texts(R"({"$defs":{"t":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/t"}}}}},"$ref":"#/$defs/t"})",
