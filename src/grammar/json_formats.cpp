@@ -46,6 +46,13 @@ std::string ipv6_pattern() {
 
 std::string hostname_label() { return "(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"; }
 
+// RFC 1123 labels of 1..63 characters, without "--" in positions 3-4 (reserved for A-labels).
+std::string hostname_ldh_label() {
+  std::string a = "[A-Za-z0-9]", h = "[A-Za-z0-9-]";
+  return "(?:" + a + "|" + a + a + "|" + a + h + a + "|" + a + h + h + a + "|" + a + h + "(?:" + a + h + "|-" + a + ")" + h +
+         "{0,58}" + a + ")";
+}
+
 std::string email_pattern() {
   std::string atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
   std::string dot_atom = atext + "+(?:\\." + atext + "+)*";
@@ -96,8 +103,9 @@ std::string json_pointer_pattern() { return "(?:(?:/(?:[^~/]|~[01])*)*)"; }
 
 }  // namespace
 
-Result<Regex> format_regex(std::string_view format) {
+Result<std::vector<Regex>> format_regexes(std::string_view format) {
   std::string p;
+  std::vector<std::string> also;  // further patterns the value must match
   if (format == "date") {
     p = date_pattern();
   } else if (format == "time") {
@@ -119,6 +127,9 @@ Result<Regex> format_regex(std::string_view format) {
     p = "(?:" + u.uri() + "|" + u.relative_ref() + ")";
   } else if (format == "duration") {
     p = duration_pattern();
+  } else if (format == "hostname") {
+    p = hostname_ldh_label() + "(?:\\." + hostname_ldh_label() + ")*";
+    also.push_back("[^]{1,253}");
   } else if (format == "json-pointer") {
     p = json_pointer_pattern();
   } else if (format == "relative-json-pointer") {
@@ -126,8 +137,13 @@ Result<Regex> format_regex(std::string_view format) {
   } else {
     return make_error(Code::kGrammar, "json schema: format '{}' is not supported", format);
   }
-  DI_TRY(r, parse_ecmascript_regex(p));
-  return r;
+  std::vector<Regex> out;
+  also.insert(also.begin(), p);
+  for (const auto& pattern : also) {
+    DI_TRY(r, parse_ecmascript_regex(pattern));
+    out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace deepinfer::grammar

@@ -79,10 +79,19 @@ Result<const Dfa*> SchemaValidator::pattern_dfa(const std::string& pattern) {
 Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
   auto it = formats_.find(format);
   if (it != formats_.end()) return it->second.get();
-  DI_TRY(re, format_regex(format));
-  DI_TRY(dfa, Dfa::from_regex(re));
+  DI_TRY(parts, format_regexes(format));
+  std::optional<Dfa> acc;
+  for (const auto& re : parts) {
+    DI_TRY(dfa, Dfa::from_regex(re));
+    if (acc) {
+      DI_TRY(both, Dfa::intersect(*acc, dfa));
+      acc = std::move(both);
+    } else {
+      acc = std::move(dfa);
+    }
+  }
   auto& slot = formats_[format];
-  slot = std::make_unique<Dfa>(std::move(dfa));
+  slot = std::make_unique<Dfa>(std::move(*acc));
   return slot.get();
 }
 

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace deepinfer::grammar {
@@ -22,9 +23,18 @@ Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format) {
     auto it = cache.find(format);
     if (it != cache.end()) return it->second;
   }
-  DI_TRY(re, format_regex(format));
-  DI_TRY(dfa, Dfa::from_regex(json_encode(re)));
-  auto shared = std::make_shared<const Dfa>(std::move(dfa));
+  DI_TRY(parts, format_regexes(format));
+  std::optional<Dfa> acc;
+  for (const auto& re : parts) {
+    DI_TRY(dfa, Dfa::from_regex(json_encode(re)));
+    if (acc) {
+      DI_TRY(both, Dfa::intersect(*acc, dfa));
+      acc = std::move(both);
+    } else {
+      acc = std::move(dfa);
+    }
+  }
+  auto shared = std::make_shared<const Dfa>(std::move(*acc));
   std::lock_guard lock(mutex);
   return cache.emplace(std::string(format), shared).first->second;
 }
