@@ -18,7 +18,7 @@ const CoreMask& CompiledGrammar::core_mask(uint32_t core, uint32_t state, Earley
     if (it != core_masks_.end()) return *it->second;
   }
   const TerminalStateMask& tm = terminal_masks_[grammar_.core_symbol(core)]->state_mask(state);
-  auto computed = std::make_unique<CoreMask>(compute_core_mask(core, tm, vocab_->trie(), scratch));
+  auto computed = std::make_unique<CoreMask>(compute_core_mask(core, tm, *vocab_, scratch));
   std::unique_lock lock(core_mutex_);
   auto [it, inserted] = core_masks_.emplace(key, std::move(computed));
   return *it->second;

@@ -4,13 +4,11 @@
 
 namespace deepinfer::grammar {
 
-CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenTrie& trie, EarleyChart& scratch) {
-  CoreMask out;
-  out.terminal = &terminal;
-  if (terminal.exits.empty()) return out;
-  // After an exit the terminal is complete: continue from the item past it.
-  scratch.start_context_free(core + 1);
-  for (uint32_t exit : terminal.exits) {
+namespace {
+
+// Walks the subtrees below `exits` of `trie` with the parser continuing after the terminal.
+void walk_exits(const TokenTrie& trie, const std::vector<uint32_t>& exits, EarleyChart& scratch, CoreMask& out) {
+  for (uint32_t exit : exits) {
     uint32_t base = trie.depth(exit);
     uint32_t end = trie.subtree_end(exit);
     for (uint32_t i = exit + 1; i < end;) {
@@ -28,6 +26,18 @@ CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, con
     }
     scratch.pop_to(1);
   }
+}
+
+}  // namespace
+
+CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenVocabulary& vocab, EarleyChart& scratch) {
+  CoreMask out;
+  out.terminal = &terminal;
+  if (terminal.short_exits.empty() && terminal.long_exits.empty()) return out;
+  // After an exit the terminal is complete: continue from the item past it.
+  scratch.start_context_free(core + 1);
+  walk_exits(vocab.short_trie(), terminal.short_exits, scratch, out);
+  walk_exits(vocab.long_trie(), terminal.long_exits, scratch, out);
   auto normalize = [](std::vector<int32_t>& v) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());

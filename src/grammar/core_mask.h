@@ -4,7 +4,7 @@
 
 #include "grammar/earley_chart.h"
 #include "grammar/terminal_masks.h"
-#include "grammar/token_trie.h"
+#include "grammar/token_vocabulary.h"
 
 #include <cstdint>
 #include <vector>
@@ -18,6 +18,6 @@ struct CoreMask {
 };
 
 // `scratch` is any chart over the same grammar; it is reset.
-CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenTrie& trie, EarleyChart& scratch);
+CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenVocabulary& vocab, EarleyChart& scratch);
 
 }  // namespace deepinfer::grammar

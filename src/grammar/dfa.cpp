@@ -175,9 +175,18 @@ class SubsetConstruction {
 // Redirects every state that cannot reach an accepting state to the dead state.
 void trim(RawDfa& d) {
   uint32_t n = d.num_states();
-  std::vector<std::vector<uint32_t>> rev(n);
+  // Reverse edges as CSR: rev[rev_start[t], rev_start[t+1]) are the predecessors of t.
+  std::vector<uint32_t> rev_start(n + 1, 0), rev;
   for (uint32_t s = 0; s < n; ++s) {
-    for (uint32_t c = 0; c < d.num_classes; ++c) rev[d.at(s, c)].push_back(s);
+    for (uint32_t c = 0; c < d.num_classes; ++c) ++rev_start[d.at(s, c) + 1];
+  }
+  for (uint32_t t = 0; t < n; ++t) rev_start[t + 1] += rev_start[t];
+  rev.resize(rev_start[n]);
+  {
+    std::vector<uint32_t> fill(rev_start.begin(), rev_start.end() - 1);
+    for (uint32_t s = 0; s < n; ++s) {
+      for (uint32_t c = 0; c < d.num_classes; ++c) rev[fill[d.at(s, c)]++] = s;
+    }
   }
   std::vector<uint8_t> live(n, 0);
   std::vector<uint32_t> stack;
@@ -190,7 +199,8 @@ void trim(RawDfa& d) {
   while (!stack.empty()) {
     uint32_t s = stack.back();
     stack.pop_back();
-    for (uint32_t p : rev[s]) {
+    for (uint32_t i = rev_start[s]; i < rev_start[s + 1]; ++i) {
+      uint32_t p = rev[i];
       if (!live[p] && p != 0) {
         live[p] = 1;
         stack.push_back(p);
@@ -295,11 +305,18 @@ std::vector<uint32_t> hopcroft(const RawDfa& d, uint32_t* num_blocks) {
 
 class DfaBuilder {
  public:
-  // Trims, minimizes and canonicalizes a raw DFA.
-  static Dfa finish(RawDfa raw) {
+  // Trims, minimizes (unless the caller knows the automaton is minimal) and canonicalizes.
+  static Dfa finish(RawDfa raw, bool minimize = true) {
     trim(raw);
     uint32_t nb = 0;
-    std::vector<uint32_t> block = hopcroft(raw, &nb);
+    std::vector<uint32_t> block;
+    if (minimize) {
+      block = hopcroft(raw, &nb);
+    } else {
+      nb = raw.num_states();
+      block.resize(nb);
+      for (uint32_t s = 0; s < nb; ++s) block[s] = s;
+    }
     uint32_t k = raw.num_classes;
     // Quotient automaton, then coarsest byte classes, then BFS numbering from the start.
     std::vector<uint32_t> qtable(static_cast<size_t>(nb) * k, 0);
@@ -361,13 +378,18 @@ class DfaBuilder {
       if (out.accepting_[t]) t |= Dfa::kAcceptBit;
     }
 
-    std::string& key = out.key_;
-    auto put32 = [&](uint32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-    put32(n);
-    put32(nk);
-    key.append(reinterpret_cast<const char*>(out.byte_class_.data()), 256);
-    key.append(reinterpret_cast<const char*>(out.accepting_.data()), out.accepting_.size());
-    for (uint32_t v : out.table_) put32(v);
+    // Fingerprint of the canonical form (sizes, byte classes, acceptance, transitions).
+    Dfa::Fingerprint& f = out.fingerprint_;
+    f = {0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull};
+    auto put = [&](uint64_t v) {
+      f.a = (f.a ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+      f.b = ((f.b + v) ^ (f.b >> 29)) * 0xbf58476d1ce4e5b9ull;
+    };
+    put(n);
+    put(nk);
+    for (uint8_t c : out.byte_class_) put(c);
+    for (uint8_t a : out.accepting_) put(a);
+    for (uint32_t v : out.table_) put(v);
     return out;
   }
 
@@ -531,7 +553,8 @@ Result<Dfa> Dfa::wrap(uint8_t open, uint8_t close) const {
     }
     if (accepting(s)) r.at(base + s, r.byte_class[close]) = final_state;
   }
-  return DfaBuilder::finish(std::move(r));
+  // Still minimal: two states of a minimal DFA differ on some word w, so they differ on w+close.
+  return DfaBuilder::finish(std::move(r), /*minimize=*/false);
 }
 
 Dfa Dfa::without_empty() const {

@@ -55,8 +55,13 @@ class Dfa {
   const uint8_t* byte_classes() const { return byte_class_.data(); }
   uint32_t num_classes() const { return num_classes_; }
 
-  // A byte string identifying the language: equal languages give equal keys.
-  const std::string& canonical_key() const { return key_; }
+  // 128-bit identity of the language: equal languages (minimal, canonically numbered DFAs)
+  // give equal fingerprints.
+  struct Fingerprint {
+    uint64_t a = 0, b = 0;
+    bool operator==(const Fingerprint&) const = default;
+  };
+  const Fingerprint& fingerprint() const { return fingerprint_; }
 
  private:
   friend class DfaBuilder;
@@ -65,7 +70,7 @@ class Dfa {
   std::vector<uint32_t> table_;   // num_states x num_classes, targets tagged with kAcceptBit
   std::vector<uint8_t> accepting_;
   uint32_t start_ = kDead;
-  std::string key_;
+  Fingerprint fingerprint_;
 };
 
 }  // namespace deepinfer::grammar

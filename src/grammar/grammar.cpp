@@ -10,7 +10,7 @@ uint32_t GrammarBuilder::add_rule(std::string name) {
 }
 
 uint32_t GrammarBuilder::add_terminal(std::shared_ptr<const Dfa> dfa) {
-  auto [it, inserted] = terminal_ids_.emplace(dfa->canonical_key(), static_cast<uint32_t>(terminals_.size()));
+  auto [it, inserted] = terminal_ids_.emplace(dfa->fingerprint(), static_cast<uint32_t>(terminals_.size()));
   if (inserted) terminals_.push_back(std::move(dfa));
   return it->second;
 }

@@ -89,7 +89,10 @@ class GrammarBuilder {
   };
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<const Dfa>> terminals_;
-  std::unordered_map<std::string, uint32_t> terminal_ids_;
+  struct FingerprintHash {
+    size_t operator()(const Dfa::Fingerprint& f) const { return static_cast<size_t>(f.a); }
+  };
+  std::unordered_map<Dfa::Fingerprint, uint32_t, FingerprintHash> terminal_ids_;
   std::vector<Production> productions_;
   size_t num_symbols_ = 0;
 };

@@ -105,11 +105,21 @@ class Lowering {
     if (m.min_length > limit || (max != kUnbounded && max > limit)) {
       return make_error(Code::kGrammar, "json schema: minLength/maxLength above {} are not supported (at {})", limit, where);
     }
-    auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
-    if (!counted) return fail(counted.error());
-    Dfa acc = std::move(counted.value());
+    // Pattern and format languages only hold well-formed string bodies: without a length bound
+    // the first of them starts the intersection.
+    bool bounded = m.min_length > 0 || max != kUnbounded;
+    std::optional<Dfa> acc;
+    if (bounded || (m.patterns.empty() && m.formats.empty())) {
+      auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
+      if (!counted) return fail(counted.error());
+      acc = std::move(counted.value());
+    }
     auto narrow = [&](const Dfa& d) -> Result<void> {
-      auto both = Dfa::intersect(acc, d);
+      if (!acc) {
+        acc = d;
+        return ok();
+      }
+      auto both = Dfa::intersect(*acc, d);
       if (!both) return fail(both.error());
       acc = std::move(both.value());
       return ok();
@@ -127,7 +137,7 @@ class Lowering {
       if (!d) return make_error(Code::kGrammar, "{} (at {})", d.error().message, where);
       DI_TRYV(narrow(*d.value()));
     }
-    return acc;
+    return std::move(*acc);
   }
 
   Result<uint32_t> quoted_terminal(const Dfa& content) {

@@ -28,6 +28,13 @@ Result<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(std::vect
   for (int32_t id : eos_ids) mix(0x100000000ull | static_cast<uint32_t>(id));
   v->fingerprint_ = h;
   v->trie_ = TokenTrie(token_bytes);
+  std::vector<std::string> part(token_bytes.size());
+  for (size_t i = 0; i < token_bytes.size(); ++i) {
+    if (token_bytes[i].size() <= kShortTokenBytes) part[i] = token_bytes[i];
+  }
+  v->short_trie_ = TokenTrie(part);
+  for (size_t i = 0; i < token_bytes.size(); ++i) part[i] = token_bytes[i].size() > kShortTokenBytes ? token_bytes[i] : std::string();
+  v->long_trie_ = TokenTrie(part);
   v->bytes_ = std::move(token_bytes);
   v->eos_ = std::move(eos_ids);
   return std::shared_ptr<const TokenVocabulary>(std::move(v));

@@ -27,15 +27,20 @@ class TokenVocabulary {
   std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   std::span<const int32_t> eos_ids() const { return eos_; }
   bool is_eos(int32_t id) const;
+  // Tokens longer than this are kept apart (about 1% of a BPE vocabulary): walks over the short
+  // ones can be shared by DFA states that agree on all strings up to this length.
+  static constexpr size_t kShortTokenBytes = 16;
   // Hash of the bytes and eos ids: identifies the tokenizer in cache keys.
   uint64_t fingerprint() const { return fingerprint_; }
-  const TokenTrie& trie() const { return trie_; }
+  const TokenTrie& trie() const { return trie_; }  // all tokens
+  const TokenTrie& short_trie() const { return short_trie_; }
+  const TokenTrie& long_trie() const { return long_trie_; }
 
  private:
   TokenVocabulary() = default;
   std::vector<std::string> bytes_;
   std::vector<int32_t> eos_;
-  TokenTrie trie_;
+  TokenTrie trie_, short_trie_, long_trie_;
   uint64_t fingerprint_ = 0;
 };
 
