@@ -11,7 +11,7 @@ namespace {
 // which the canonical numbering makes stable.
 constexpr uint32_t kMaxCanonicalStates = 256;
 // Bounded unfoldings larger than this are not worth canonicalizing (walk instead).
-constexpr size_t kMaxBoundedNodes = 2048;
+constexpr size_t kMaxBoundedNodes = 1024;
 
 inline uint64_t mix(uint64_t h, uint64_t x) {
   h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -95,6 +95,10 @@ std::optional<ResidualKey> bounded_residual_key(const Dfa& dfa, uint32_t state, 
   ids.emplace(static_cast<uint64_t>(state) << 8, 1);
   const uint8_t* cls = dfa.byte_classes();
   std::vector<uint32_t> by_class(dfa.num_classes());
+  std::vector<int> run_starts;  // bytes where the class changes: transitions are emitted per run
+  for (int b = 0; b < 256; ++b) {
+    if (b == 0 || cls[b] != cls[b - 1]) run_starts.push_back(b);
+  }
   for (size_t i = 0; i < order.size(); ++i) {
     auto [s, d] = order[i];
     key.a = mix(key.a, dfa.accepting(s) ? 0xacce : 0x0);
@@ -114,7 +118,7 @@ std::optional<ResidualKey> bounded_residual_key(const Dfa& dfa, uint32_t state, 
       by_class[c] = it->second;
     }
     uint32_t run_target = UINT32_MAX;
-    for (int b = 0; b < 256; ++b) {  // transitions as byte runs: independent of the class split
+    for (int b : run_starts) {  // transitions as byte runs: independent of the class split
       uint32_t target = by_class[cls[b]];
       if (target != run_target) {
         run_target = target;
@@ -225,9 +229,13 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::compute(uint32_t state) 
   ResidualKey key = residual_key(*dfa_, state);
   if (auto known = table_->find(key)) return known;
   const TokenVocabulary& vocab = table_->vocabulary();
-  // Short tokens: shared by states that agree on strings up to their length.
+  // Short tokens: shared by states that agree on strings up to their length. Only large DFAs
+  // (length counters) have many such states.
   std::shared_ptr<const TrieWalk> short_part;
-  auto short_key = bounded_residual_key(*dfa_, state, TokenVocabulary::kShortTokenBytes, kMaxBoundedNodes);
+  std::optional<ResidualKey> short_key;
+  if (dfa_->num_states() > kMaxCanonicalStates) {
+    short_key = bounded_residual_key(*dfa_, state, TokenVocabulary::kShortTokenBytes, kMaxBoundedNodes);
+  }
   if (short_key) short_part = table_->find_short(*short_key);
   if (!short_part) {
     short_part = std::make_shared<const TrieWalk>(walk(vocab.short_trie(), vocab.mask_words(), *dfa_, state));
