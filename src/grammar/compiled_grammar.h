@@ -1,0 +1,54 @@
+// A grammar compiled for one vocabulary: immutable in meaning and shared by every request that
+// uses the same spec. It also owns the mask caches, which fill in as matchers run (thread-safe):
+// per parser position (CoreMask) and per whole parser state (ChartSignature -> full mask).
+#pragma once
+
+#include "grammar/core_mask.h"
+#include "grammar/earley_chart.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_options.h"
+#include "grammar/terminal_masks.h"
+#include "grammar/token_set.h"
+#include "grammar/token_vocabulary.h"
+
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace deepinfer::grammar {
+
+class TerminalMaskTable;
+
+class CompiledGrammar {
+ public:
+  // Whole-state masks kept per grammar, in bytes; the cache restarts empty beyond it.
+  static constexpr size_t kMaxStateMaskBytes = 64u << 20;
+
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab, TerminalMaskTable& terminals);
+
+  const Grammar& grammar() const { return grammar_; }
+  const TokenVocabulary& vocabulary() const { return *vocab_; }
+
+  // Cached; `scratch` is a chart over this grammar that may be reset.
+  const CoreMask& core_mask(uint32_t core, uint32_t state, EarleyChart& scratch) const;
+  std::shared_ptr<const TokenSet> find_state_mask(const ChartSignature& sig) const;
+  void store_state_mask(const ChartSignature& sig, std::shared_ptr<const TokenSet> mask) const;
+
+ private:
+  struct SigHash {
+    size_t operator()(const ChartSignature& s) const { return static_cast<size_t>(s.a ^ (s.b * 0x9e3779b97f4a7c15ull)); }
+  };
+
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  std::vector<std::shared_ptr<TerminalMasks>> terminal_masks_;  // per terminal id
+
+  mutable std::shared_mutex core_mutex_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<CoreMask>> core_masks_;
+  mutable std::shared_mutex state_mutex_;
+  mutable std::unordered_map<ChartSignature, std::shared_ptr<const TokenSet>, SigHash> state_masks_;
+  mutable size_t state_mask_bytes_ = 0;
+};
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,191 @@
+#include "grammar/earley_chart.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+inline uint64_t item_key(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags) {
+  return mix64((static_cast<uint64_t>(core) << 32 | origin) ^ mix64(static_cast<uint64_t>(state) << 1 | flags));
+}
+
+}  // namespace
+
+EarleyChart::EarleyChart(const Grammar& grammar) : g_(grammar) {
+  core_dfa_.assign(g_.num_cores(), nullptr);
+  for (uint32_t c = 0; c < g_.num_cores(); ++c) {
+    if (g_.core_kind(c) == CoreKind::kTerminal) core_dfa_[c] = &g_.terminal(g_.core_symbol(c));
+  }
+  slot_item_.assign(64, 0);
+  slot_stamp_.assign(64, 0);
+}
+
+void EarleyChart::begin_set() {
+  building_begin_ = static_cast<uint32_t>(items_.size());
+  ++stamp_;
+  if (stamp_ == 0) {  // wrapped: clear stale stamps
+    std::fill(slot_stamp_.begin(), slot_stamp_.end(), 0);
+    stamp_ = 1;
+  }
+}
+
+void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags) {
+  size_t mask = slot_item_.size() - 1;
+  size_t h = item_key(core, origin, state, flags) & mask;
+  while (slot_stamp_[h] == stamp_) {
+    const EarleyItem& it = items_[slot_item_[h]];
+    if (it.core == core && it.origin == origin && it.state == state && it.flags == flags) return;
+    h = (h + 1) & mask;
+  }
+  slot_stamp_[h] = stamp_;
+  slot_item_[h] = static_cast<uint32_t>(items_.size());
+  items_.push_back({core, origin, state, flags});
+  size_t count = items_.size() - building_begin_;
+  if (count * 2 > slot_item_.size()) {  // grow and rehash the set being built
+    size_t n = slot_item_.size() * 2;
+    slot_item_.assign(n, 0);
+    slot_stamp_.assign(n, 0);
+    ++stamp_;
+    for (uint32_t i = building_begin_; i < items_.size(); ++i) {
+      const EarleyItem& it = items_[i];
+      size_t k = item_key(it.core, it.origin, it.state, it.flags) & (n - 1);
+      while (slot_stamp_[k] == stamp_) k = (k + 1) & (n - 1);
+      slot_stamp_[k] = stamp_;
+      slot_item_[k] = i;
+    }
+  }
+}
+
+void EarleyChart::add_at(uint32_t core, uint32_t origin, uint32_t flags) {
+  const Dfa* d = core_dfa_[core];
+  add(core, origin, d ? d->start() : 0, flags);
+}
+
+void EarleyChart::ascend(uint32_t rule, uint32_t flags) {
+  auto sites = g_.parent_sites(rule);
+  bool top = rule == g_.root();
+  if (sites.size() == 1 && !top) {
+    add_at(sites[0] + 1, kContextOrigin, flags);
+    return;
+  }
+  for (uint32_t site : sites) add_at(site + 1, kContextOrigin, flags | kSpeculative);
+}
+
+void EarleyChart::complete(const EarleyItem& item, uint32_t current) {
+  uint32_t rule = g_.core_symbol(item.core);
+  if (item.origin == kContextOrigin) {
+    ascend(rule, item.flags);
+    return;
+  }
+  if (item.origin == current) return;  // empty completion: handled when the rule was predicted
+  uint32_t begin = set_begin_[item.origin], end = set_begin_[item.origin + 1];
+  for (uint32_t i = begin; i < end; ++i) {
+    const EarleyItem w = items_[i];
+    if (g_.core_kind(w.core) == CoreKind::kRule && g_.core_symbol(w.core) == rule) add_at(w.core + 1, w.origin, w.flags);
+  }
+}
+
+void EarleyChart::close_set() {
+  uint32_t current = static_cast<uint32_t>(set_begin_.size() - 1);
+  for (uint32_t i = building_begin_; i < items_.size(); ++i) {
+    const EarleyItem it = items_[i];
+    switch (g_.core_kind(it.core)) {
+      case CoreKind::kTerminal: break;
+      case CoreKind::kRule: {
+        uint32_t rule = g_.core_symbol(it.core);
+        for (uint32_t p : g_.productions(rule)) add_at(p, current, it.flags);
+        if (g_.nullable(rule)) add_at(it.core + 1, it.origin, it.flags);
+        break;
+      }
+      case CoreKind::kEnd: complete(it, current); break;
+    }
+  }
+}
+
+void EarleyChart::end_set() {
+  uint32_t current = static_cast<uint32_t>(set_begin_.size() - 1);
+  ChartSignature sig{0x9e3779b97f4a7c15ull, 0x632be59bd9b4e019ull};
+  if (!context_free_) {
+    for (uint32_t i = building_begin_; i < items_.size(); ++i) {
+      const EarleyItem& it = items_[i];
+      ChartSignature o = it.origin == current ? ChartSignature{1, 2} : signatures_[it.origin];
+      uint64_t base = (static_cast<uint64_t>(it.core) << 32) ^ (static_cast<uint64_t>(it.state) << 1) ^ it.flags;
+      sig.a += mix64(base ^ mix64(o.a));
+      sig.b += mix64(mix64(base + 0x5851f42d4c957f2dull) ^ o.b);
+    }
+  }
+  set_begin_.push_back(static_cast<uint32_t>(items_.size()));
+  signatures_.push_back(sig);
+}
+
+void EarleyChart::start_full() {
+  context_free_ = false;
+  items_.clear();
+  set_begin_.assign(1, 0);
+  signatures_.clear();
+  begin_set();
+  for (uint32_t p : g_.productions(g_.root())) add_at(p, 0, 0);
+  close_set();
+  end_set();
+}
+
+void EarleyChart::start_context_free(uint32_t core) {
+  context_free_ = true;
+  items_.clear();
+  set_begin_.assign(1, 0);
+  signatures_.clear();
+  begin_set();
+  add_at(core, kContextOrigin, 0);
+  close_set();
+  end_set();
+}
+
+bool EarleyChart::push_byte(uint8_t byte) {
+  uint32_t prev_begin = set_begin_[num_sets() - 1], prev_end = set_begin_[num_sets()];
+  begin_set();
+  for (uint32_t i = prev_begin; i < prev_end; ++i) {
+    const EarleyItem it = items_[i];
+    const Dfa* d = core_dfa_[it.core];
+    if (!d) continue;
+    uint32_t s = d->next(it.state, byte);
+    if (s == Dfa::kDead) continue;
+    add(it.core, it.origin, s, it.flags);
+    if (d->accepting(s)) add_at(it.core + 1, it.origin, it.flags);
+  }
+  if (items_.size() == building_begin_) return false;
+  set_begin_.push_back(0);  // the new set's index must exist while closing
+  set_begin_.pop_back();
+  close_set();
+  end_set();
+  return true;
+}
+
+void EarleyChart::pop_to(size_t num_sets) {
+  if (num_sets >= this->num_sets() || num_sets == 0) return;
+  items_.resize(set_begin_[num_sets]);
+  set_begin_.resize(num_sets + 1);
+  signatures_.resize(num_sets);
+}
+
+bool EarleyChart::can_end() const {
+  for (const auto& it : last_set()) {
+    if (it.origin == 0 && g_.core_kind(it.core) == CoreKind::kEnd && g_.core_symbol(it.core) == g_.root()) return true;
+  }
+  return false;
+}
+
+bool EarleyChart::has_certain_item() const {
+  for (const auto& it : last_set()) {
+    if (!(it.flags & kSpeculative)) return true;
+  }
+  return false;
+}
+
+}  // namespace deepinfer::grammar

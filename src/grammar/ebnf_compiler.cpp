@@ -1,0 +1,504 @@
+#include "grammar/ebnf_compiler.h"
+
+#include "grammar/regex.h"
+#include "grammar/utf8.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deepinfer::grammar {
+namespace {
+
+constexpr uint32_t kMaxRepeat = 10000;
+constexpr int kMaxDepth = 200;
+
+struct Expr {
+  enum class Kind { kAlt, kSeq, kChars, kRef, kRepeat };
+  Kind kind = Kind::kSeq;
+  std::vector<Expr> items;
+  Regex regex;      // kChars: a literal or class
+  std::string ref;  // kRef
+  uint32_t min = 0, max = 0;
+};
+
+struct RuleDef {
+  std::string name;
+  Expr body;
+  size_t line = 0;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view src) : src_(src) {}
+
+  Result<std::vector<RuleDef>> parse() {
+    std::vector<RuleDef> rules;
+    skip_space();
+    while (pos_ < src_.size()) {
+      RuleDef def;
+      def.line = line();
+      DI_TRY(name, identifier());
+      def.name = name;
+      skip_space();
+      if (src_.substr(pos_, 3) != "::=") return fail(fmt::format("expected '::=' after rule name '{}'", def.name));
+      pos_ += 3;
+      skip_space();
+      DI_TRY(body, alternatives(0));
+      def.body = std::move(body);
+      rules.push_back(std::move(def));
+      skip_space();
+    }
+    return rules;
+  }
+
+ private:
+  Error fail(std::string_view what) const {
+    return make_error(Code::kGrammar, "ebnf: {} at line {}", what, line());
+  }
+
+  size_t line() const {
+    size_t n = 1;
+    for (size_t i = 0; i < pos_ && i < src_.size(); ++i) n += src_[i] == '\n';
+    return n;
+  }
+
+  static bool name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  }
+
+  void skip_space() {
+    while (pos_ < src_.size()) {
+      char c = src_[pos_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++pos_;
+      } else if (c == '#') {
+        while (pos_ < src_.size() && src_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  Result<std::string> identifier() {
+    size_t start = pos_;
+    while (pos_ < src_.size() && name_char(src_[pos_])) ++pos_;
+    if (pos_ == start) return fail("expected a rule name");
+    return std::string(src_.substr(start, pos_ - start));
+  }
+
+  // True when the input at pos_ is `name ::=` (the start of the next rule).
+  bool at_rule_start() const {
+    size_t p = pos_;
+    while (p < src_.size() && name_char(src_[p])) ++p;
+    if (p == pos_) return false;
+    while (p < src_.size() && (src_[p] == ' ' || src_[p] == '\t' || src_[p] == '\n' || src_[p] == '\r')) ++p;
+    return src_.substr(p, 3) == "::=";
+  }
+
+  Result<Expr> alternatives(int depth) {
+    if (depth > kMaxDepth) return fail("nesting too deep");
+    Expr alt;
+    alt.kind = Expr::Kind::kAlt;
+    DI_TRY(first, sequence(depth));
+    alt.items.push_back(std::move(first));
+    while (pos_ < src_.size() && src_[pos_] == '|') {
+      ++pos_;
+      skip_space();
+      DI_TRY(next, sequence(depth));
+      alt.items.push_back(std::move(next));
+    }
+    if (alt.items.size() == 1) return std::move(alt.items[0]);
+    return alt;
+  }
+
+  Result<Expr> sequence(int depth) {
+    Expr seq;
+    seq.kind = Expr::Kind::kSeq;
+    while (pos_ < src_.size()) {
+      char c = src_[pos_];
+      if (c == '|' || c == ')') break;
+      if (name_char(c) && at_rule_start()) break;
+      DI_TRY(item, primary(depth));
+      skip_space();
+      DI_TRY(q, quantified(std::move(item)));
+      seq.items.push_back(std::move(q));
+      skip_space();
+    }
+    return seq;
+  }
+
+  Result<Expr> quantified(Expr item) {
+    while (pos_ < src_.size()) {
+      char c = src_[pos_];
+      uint32_t lo, hi;
+      if (c == '*') {
+        lo = 0;
+        hi = kUnbounded;
+        ++pos_;
+      } else if (c == '+') {
+        lo = 1;
+        hi = kUnbounded;
+        ++pos_;
+      } else if (c == '?') {
+        lo = 0;
+        hi = 1;
+        ++pos_;
+      } else if (c == '{') {
+        ++pos_;
+        skip_space();
+        DI_TRY(a, number());
+        lo = a;
+        hi = a;
+        skip_space();
+        if (pos_ < src_.size() && src_[pos_] == ',') {
+          ++pos_;
+          skip_space();
+          if (pos_ < src_.size() && src_[pos_] == '}') {
+            hi = kUnbounded;
+          } else {
+            DI_TRY(b, number());
+            hi = b;
+          }
+          skip_space();
+        }
+        if (pos_ >= src_.size() || src_[pos_] != '}') return fail("expected '}' in repetition");
+        ++pos_;
+        if (hi < lo) return fail("repetition bounds out of order");
+      } else {
+        break;
+      }
+      Expr r;
+      r.kind = Expr::Kind::kRepeat;
+      r.items.push_back(std::move(item));
+      r.min = lo;
+      r.max = hi;
+      item = std::move(r);
+      skip_space();
+    }
+    return item;
+  }
+
+  Result<uint32_t> number() {
+    size_t start = pos_;
+    uint64_t v = 0;
+    while (pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '9') {
+      v = v * 10 + static_cast<uint64_t>(src_[pos_] - '0');
+      if (v > kMaxRepeat) return fail(fmt::format("repetition count above {}", kMaxRepeat));
+      ++pos_;
+    }
+    if (pos_ == start) return fail("expected a number");
+    return static_cast<uint32_t>(v);
+  }
+
+  Result<Expr> primary(int depth) {
+    char c = src_[pos_];
+    Expr e;
+    if (c == '"') {
+      ++pos_;
+      std::vector<Regex> chars;
+      while (true) {
+        if (pos_ >= src_.size()) return fail("unterminated string");
+        if (src_[pos_] == '"') {
+          ++pos_;
+          break;
+        }
+        DI_TRY(cp, char_or_escape());
+        chars.push_back(re_char(cp));
+      }
+      e.kind = Expr::Kind::kChars;
+      e.regex = re_seq(std::move(chars));
+      return e;
+    }
+    if (c == '[') {
+      ++pos_;
+      bool negate = false;
+      if (pos_ < src_.size() && src_[pos_] == '^') {
+        negate = true;
+        ++pos_;
+      }
+      CodepointSet set;
+      while (true) {
+        if (pos_ >= src_.size()) return fail("unterminated character class");
+        if (src_[pos_] == ']') {
+          ++pos_;
+          break;
+        }
+        DI_TRY(lo, char_or_escape());
+        uint32_t hi = lo;
+        if (pos_ + 1 < src_.size() && src_[pos_] == '-' && src_[pos_ + 1] != ']') {
+          ++pos_;
+          DI_TRY(h, char_or_escape());
+          hi = h;
+          if (hi < lo) return fail("character range out of order");
+        }
+        set.add(lo, hi);
+      }
+      e.kind = Expr::Kind::kChars;
+      e.regex = re_chars(negate ? set.complement() : set);
+      return e;
+    }
+    if (c == '.') {
+      ++pos_;
+      e.kind = Expr::Kind::kChars;
+      e.regex = re_chars(CodepointSet::all());
+      return e;
+    }
+    if (c == '(') {
+      ++pos_;
+      skip_space();
+      DI_TRY(inner, alternatives(depth + 1));
+      skip_space();
+      if (pos_ >= src_.size() || src_[pos_] != ')') return fail("expected ')'");
+      ++pos_;
+      return inner;
+    }
+    if (name_char(c)) {
+      DI_TRY(name, identifier());
+      e.kind = Expr::Kind::kRef;
+      e.ref = name;
+      return e;
+    }
+    return fail(fmt::format("unexpected character '{}'", c));
+  }
+
+  Result<uint32_t> hex(size_t digits) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < digits; ++i) {
+      if (pos_ >= src_.size()) return fail("truncated escape");
+      char c = src_[pos_++];
+      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+      if (d < 0) return fail("invalid hexadecimal escape");
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    if (v > CodepointSet::kMaxCodepoint || (v >= 0xD800 && v <= 0xDFFF)) return fail("escape is not a Unicode scalar value");
+    return v;
+  }
+
+  Result<uint32_t> char_or_escape() {
+    if (src_[pos_] != '\\') {
+      uint32_t cp = 0;
+      size_t n = utf8_decode(src_.substr(pos_), &cp);
+      if (n == 0) return fail("invalid UTF-8");
+      pos_ += n;
+      return cp;
+    }
+    ++pos_;
+    if (pos_ >= src_.size()) return fail("trailing backslash");
+    char c = src_[pos_++];
+    switch (c) {
+      case 'n': return uint32_t{'\n'};
+      case 'r': return uint32_t{'\r'};
+      case 't': return uint32_t{'\t'};
+      case 'x': return hex(2);
+      case 'u': return hex(4);
+      case 'U': return hex(8);
+      case '\\':
+      case '"':
+      case '\'':
+      case '[':
+      case ']':
+      case '-':
+      case '^':
+      case '/': return static_cast<uint32_t>(c);
+      default: return fail(fmt::format("unknown escape '\\{}'", c));
+    }
+  }
+
+  std::string_view src_;
+  size_t pos_ = 0;
+};
+
+// Lowers parsed rules. Expressions without references to non-regular rules become single
+// terminals; references to regular rules are inlined as regexes.
+class Lowering {
+ public:
+  explicit Lowering(std::vector<RuleDef> defs) : defs_(std::move(defs)) {}
+
+  Result<Grammar> run() {
+    for (size_t i = 0; i < defs_.size(); ++i) {
+      if (!index_.emplace(defs_[i].name, i).second) {
+        return make_error(Code::kGrammar, "ebnf: rule '{}' is defined twice (line {})", defs_[i].name, defs_[i].line);
+      }
+    }
+    auto root_it = index_.find("root");
+    if (root_it == index_.end()) return make_error(Code::kGrammar, "ebnf: no 'root' rule");
+    for (const auto& d : defs_) {
+      DI_TRYV(check_refs(d.body, d.name));
+    }
+    regular_.assign(defs_.size(), kUnknown);
+    for (size_t i = 0; i < defs_.size(); ++i) classify(i);
+    rule_ids_.assign(defs_.size(), UINT32_MAX);
+    for (size_t i = 0; i < defs_.size(); ++i) rule_ids_[i] = builder_.add_rule(defs_[i].name);
+    for (size_t i = 0; i < defs_.size(); ++i) {
+      DI_TRYV(lower_rule(i));
+    }
+    return builder_.build(rule_ids_[root_it->second]);
+  }
+
+ private:
+  enum State : uint8_t { kUnknown, kVisiting, kRegular, kIrregular };
+
+  Result<void> check_refs(const Expr& e, const std::string& in_rule) {
+    if (e.kind == Expr::Kind::kRef && !index_.count(e.ref)) {
+      return make_error(Code::kGrammar, "ebnf: rule '{}' references undefined rule '{}'", in_rule, e.ref);
+    }
+    for (const auto& it : e.items) {
+      DI_TRYV(check_refs(it, in_rule));
+    }
+    return ok();
+  }
+
+  // A rule is regular when its body only references regular rules and it is not recursive.
+  bool classify(size_t i) {
+    if (regular_[i] == kRegular) return true;
+    if (regular_[i] != kUnknown) return false;  // irregular, or recursive (still visiting)
+    regular_[i] = kVisiting;
+    bool r = expr_regular(defs_[i].body);
+    regular_[i] = r ? kRegular : kIrregular;
+    return r;
+  }
+
+  bool expr_regular(const Expr& e) {
+    if (e.kind == Expr::Kind::kRef) return classify(index_.at(e.ref));
+    for (const auto& it : e.items) {
+      if (!expr_regular(it)) return false;
+    }
+    return true;
+  }
+
+  Regex to_regex(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kChars: return e.regex;
+      case Expr::Kind::kRef: return to_regex(defs_[index_.at(e.ref)].body);
+      case Expr::Kind::kSeq:
+      case Expr::Kind::kAlt: {
+        std::vector<Regex> items;
+        for (const auto& it : e.items) items.push_back(to_regex(it));
+        return e.kind == Expr::Kind::kSeq ? re_seq(std::move(items)) : re_alt(std::move(items));
+      }
+      case Expr::Kind::kRepeat: return re_repeat(to_regex(e.items[0]), e.min, e.max);
+    }
+    return re_empty();
+  }
+
+  Result<void> lower_rule(size_t i) {
+    const Expr& body = defs_[i].body;
+    uint32_t rule = rule_ids_[i];
+    if (body.kind == Expr::Kind::kAlt && !expr_regular(body)) {
+      for (const auto& alt : body.items) {
+        DI_TRY(seq, symbols(alt));
+        builder_.add_production(rule, std::move(seq));
+      }
+      return ok();
+    }
+    DI_TRY(seq, symbols(body));
+    builder_.add_production(rule, std::move(seq));
+    return ok();
+  }
+
+  // The symbols of one production for expression `e`.
+  Result<std::vector<Symbol>> symbols(const Expr& e) {
+    std::vector<Symbol> out;
+    if (e.kind == Expr::Kind::kSeq && !expr_regular(e)) {
+      // Runs of regular items merge into one terminal.
+      std::vector<Regex> run;
+      auto flush = [&]() -> Result<void> {
+        if (run.empty()) return ok();
+        DI_TRY(t, builder_.add_regex_terminal(re_seq(std::move(run))));
+        out.push_back(Symbol::term(t));
+        run.clear();
+        return ok();
+      };
+      for (const auto& it : e.items) {
+        if (expr_regular(it)) {
+          run.push_back(to_regex(it));
+          continue;
+        }
+        DI_TRYV(flush());
+        DI_TRY(s, symbol(it));
+        out.push_back(s);
+      }
+      DI_TRYV(flush());
+      return out;
+    }
+    if (e.kind == Expr::Kind::kSeq && e.items.empty()) return out;
+    DI_TRY(s, symbol(e));
+    out.push_back(s);
+    return out;
+  }
+
+  Result<Symbol> symbol(const Expr& e) {
+    if (expr_regular(e)) {
+      DI_TRY(t, builder_.add_regex_terminal(to_regex(e)));
+      return Symbol::term(t);
+    }
+    switch (e.kind) {
+      case Expr::Kind::kRef: return Symbol::rule(rule_ids_[index_.at(e.ref)]);
+      case Expr::Kind::kSeq: {
+        uint32_t r = builder_.add_rule(fmt::format("seq{}", builder_.num_rules()));
+        DI_TRY(seq, symbols(e));
+        builder_.add_production(r, std::move(seq));
+        return Symbol::rule(r);
+      }
+      case Expr::Kind::kAlt: {
+        uint32_t r = builder_.add_rule(fmt::format("alt{}", builder_.num_rules()));
+        for (const auto& alt : e.items) {
+          DI_TRY(seq, symbols(alt));
+          builder_.add_production(r, std::move(seq));
+        }
+        return Symbol::rule(r);
+      }
+      case Expr::Kind::kRepeat: return repeat(e);
+      case Expr::Kind::kChars: break;
+    }
+    return make_error(Code::kInternal, "ebnf: unexpected expression");
+  }
+
+  // x{min,max}: min copies, then up to max-min optional ones (nested), or a left-recursive loop.
+  Result<Symbol> repeat(const Expr& e) {
+    DI_TRY(item, symbol(e.items[0]));
+    uint32_t r = builder_.add_rule(fmt::format("rep{}", builder_.num_rules()));
+    std::vector<Symbol> prefix(e.min, item);
+    if (e.max == kUnbounded) {
+      // star ::= star item | ε ; r ::= item{min} star
+      uint32_t star = builder_.add_rule(fmt::format("star{}", builder_.num_rules()));
+      builder_.add_production(star, {Symbol::rule(star), item});
+      builder_.add_production(star, {});
+      prefix.push_back(Symbol::rule(star));
+      builder_.add_production(r, std::move(prefix));
+      return Symbol::rule(r);
+    }
+    // opt_k ::= item opt_{k-1} | ε, nested max-min deep.
+    std::optional<Symbol> tail;
+    for (uint32_t k = e.min; k < e.max; ++k) {
+      uint32_t opt = builder_.add_rule(fmt::format("opt{}", builder_.num_rules()));
+      std::vector<Symbol> body{item};
+      if (tail) body.push_back(*tail);
+      builder_.add_production(opt, std::move(body));
+      builder_.add_production(opt, {});
+      tail = Symbol::rule(opt);
+    }
+    if (tail) prefix.push_back(*tail);
+    builder_.add_production(r, std::move(prefix));
+    return Symbol::rule(r);
+  }
+
+  std::vector<RuleDef> defs_;
+  std::map<std::string, size_t> index_;
+  std::vector<uint8_t> regular_;
+  std::vector<uint32_t> rule_ids_;
+  GrammarBuilder builder_;
+};
+
+}  // namespace
+
+Result<Grammar> compile_ebnf(std::string_view source) {
+  DI_TRY(defs, Parser(source).parse());
+  return Lowering(std::move(defs)).run();
+}
+
+}  // namespace deepinfer::grammar

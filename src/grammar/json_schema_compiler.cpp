@@ -1,0 +1,619 @@
+#include "grammar/json_schema_compiler.h"
+
+#include "grammar/json_lexemes.h"
+#include "grammar/json_schema_set.h"
+#include "grammar/json_schema_validator.h"
+#include "grammar/json_string_dfas.h"
+#include "grammar/regex_parser.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace deepinfer::grammar {
+namespace {
+
+// Array positions and object counting states get one rule each; beyond this the schema is refused.
+constexpr uint64_t kMaxExplicitPositions = 4096;
+constexpr uint64_t kMaxCountingRules = 100000;
+constexpr int kMaxDisjointDepth = 4;
+
+// A conjunction of subschemas (all must hold) plus the anyOf/oneOf groups already expanded into
+// a chosen branch. Group ids: owner schema id * 2 + (1 for oneOf).
+struct Conj {
+  std::vector<SchemaId> members;
+  std::vector<uint32_t> resolved;
+  bool operator<(const Conj& o) const { return std::tie(members, resolved) < std::tie(o.members, o.resolved); }
+};
+
+void insert_sorted(std::vector<SchemaId>& v, SchemaId id) {
+  auto it = std::lower_bound(v.begin(), v.end(), id);
+  if (it == v.end() || *it != id) v.insert(it, id);
+}
+
+// Constraints of a flattened conjunction, merged keyword by keyword.
+struct Merged {
+  uint8_t types = kTypeAll;
+  std::optional<std::vector<Json>> enum_values;
+  uint64_t min_length = 0, max_length = UINT64_MAX;
+  std::vector<std::string> patterns, formats;
+  std::optional<NumberBound> lower, upper;
+  std::vector<Decimal> multiple_of;
+  std::vector<std::vector<SchemaId>> prefix;  // per position: schemas that apply
+  std::vector<SchemaId> items;                // schemas for positions past every prefix
+  uint64_t min_items = 0, max_items = UINT64_MAX;
+  std::vector<std::pair<std::string, std::vector<SchemaId>>> properties;
+  std::set<std::string> required;
+  std::vector<SchemaId> additional;
+  std::vector<SchemaId> property_names;
+  uint64_t min_properties = 0, max_properties = UINT64_MAX;
+};
+
+struct Flat {
+  bool is_false = false;
+  std::vector<SchemaId> members;
+  std::vector<uint32_t> open_groups;
+};
+
+class Lowering {
+ public:
+  Lowering(const SchemaSet& set, const GrammarOptions& options) : set_(set), options_(options), validator_(set) {}
+
+  Result<Grammar> run() {
+    ws_ = json_whitespace(options_);
+    DI_TRYV(make_punctuation());
+    DI_TRY(root, lower(Conj{{set_.root()}, {}}));
+    return builder_.build(root);
+  }
+
+ private:
+  // ---- terminals ----
+
+  Result<uint32_t> terminal(const Regex& r) {
+    DI_TRY(dfa, Dfa::from_regex(r));
+    return builder_.add_terminal(std::make_shared<const Dfa>(std::move(dfa)));
+  }
+
+  Result<void> make_punctuation() {
+    auto punct = [&](std::vector<Regex> parts) { return terminal(re_seq(std::move(parts))); };
+    DI_TRY(a, punct({re_char('{'), ws_}));
+    DI_TRY(b, punct({ws_, re_char('}')}));
+    DI_TRY(c, punct({re_char('{'), ws_, re_char('}')}));
+    DI_TRY(d, punct({re_char('['), ws_}));
+    DI_TRY(e, punct({ws_, re_char(']')}));
+    DI_TRY(f, punct({re_char('['), ws_, re_char(']')}));
+    DI_TRY(g, punct({ws_, re_char(','), ws_}));
+    DI_TRY(h, punct({ws_, re_char(':'), ws_}));
+    obj_open_ = a;
+    obj_close_ = b;
+    obj_empty_ = c;
+    arr_open_ = d;
+    arr_close_ = e;
+    arr_empty_ = f;
+    comma_ = g;
+    colon_ = h;
+    return ok();
+  }
+
+  // The JSON string bodies (between quotes) whose values meet the string constraints of `m`.
+  Result<Dfa> string_content(const Merged& m, const std::string& where) {
+    auto fail = [&](const Error& e) { return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, e.message); };
+    uint32_t max = m.max_length == UINT64_MAX ? kUnbounded : static_cast<uint32_t>(std::min<uint64_t>(m.max_length, UINT32_MAX - 1));
+    uint64_t limit = Dfa::kDefaultMaxStates / json_char_dfa().num_states();
+    if (m.min_length > limit || (max != kUnbounded && max > limit)) {
+      return make_error(Code::kGrammar, "json schema: minLength/maxLength above {} are not supported (at {})", limit, where);
+    }
+    // Pattern and format languages only hold well-formed string bodies: without a length bound
+    // the first of them starts the intersection.
+    bool bounded = m.min_length > 0 || max != kUnbounded;
+    std::optional<Dfa> acc;
+    if (bounded || (m.patterns.empty() && m.formats.empty())) {
+      auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
+      if (!counted) return fail(counted.error());
+      acc = std::move(counted.value());
+    }
+    auto narrow = [&](const Dfa& d) -> Result<void> {
+      if (!acc) {
+        acc = d;
+        return ok();
+      }
+      auto both = Dfa::intersect(*acc, d);
+      if (!both) return fail(both.error());
+      acc = std::move(both.value());
+      return ok();
+    };
+    Regex any = re_star(re_chars(CodepointSet::all()));
+    for (const auto& p : m.patterns) {
+      auto re = parse_ecmascript_regex(p);
+      if (!re) return make_error(Code::kGrammar, "json schema: pattern at {}: {}", where, re.error().message);
+      auto d = Dfa::from_regex(json_encode(re_seq({any, re.value(), any})));
+      if (!d) return fail(d.error());
+      DI_TRYV(narrow(d.value()));
+    }
+    for (const auto& f : m.formats) {
+      auto d = json_format_dfa(f);
+      if (!d) return make_error(Code::kGrammar, "{} (at {})", d.error().message, where);
+      DI_TRYV(narrow(*d.value()));
+    }
+    return std::move(*acc);
+  }
+
+  Result<uint32_t> quoted_terminal(const Dfa& content) {
+    DI_TRY(q, content.wrap('"', '"'));
+    return builder_.add_terminal(std::make_shared<const Dfa>(std::move(q)));
+  }
+
+  // Unconstrained numbers keep exponents; bounds and multipleOf use exact decimal automata.
+  Result<uint32_t> number_terminal(const Merged& m, const std::string& where) {
+    bool integers = !(m.types & kTypeFraction);
+    if (!m.lower && !m.upper && m.multiple_of.empty()) return terminal(json_number(integers));
+    DI_TRY(dfa, bounded_number_dfa(m.lower, m.upper, integers));
+    for (const auto& step : m.multiple_of) {
+      auto steps = multiple_of_dfa(step);
+      if (!steps) return make_error(Code::kGrammar, "json schema: {} (at {})", steps.error().message, where);
+      DI_TRY(both, Dfa::intersect(dfa, steps.value()));
+      dfa = std::move(both);
+    }
+    return builder_.add_terminal(std::make_shared<const Dfa>(std::move(dfa)));
+  }
+
+  // ---- conjunctions ----
+
+  Flat flatten(const Conj& c) {
+    Flat f;
+    std::vector<SchemaId> work = c.members;
+    for (size_t i = 0; i < work.size(); ++i) {
+      SchemaId id = work[i];
+      if (std::binary_search(f.members.begin(), f.members.end(), id)) continue;
+      insert_sorted(f.members, id);
+      const SchemaNode& n = set_.node(id);
+      if (n.always_false) f.is_false = true;
+      if (n.ref) work.push_back(*n.ref);
+      for (SchemaId a : n.all_of) work.push_back(a);
+    }
+    for (SchemaId id : f.members) {
+      const SchemaNode& n = set_.node(id);
+      for (uint32_t g : {id * 2, id * 2 + 1}) {
+        bool present = (g & 1) ? !n.one_of.empty() : !n.any_of.empty();
+        if (present && !std::binary_search(c.resolved.begin(), c.resolved.end(), g)) f.open_groups.push_back(g);
+      }
+    }
+    return f;
+  }
+
+  Merged merge(const std::vector<SchemaId>& members) {
+    Merged m;
+    size_t prefix_len = 0;
+    for (SchemaId id : members) prefix_len = std::max(prefix_len, set_.node(id).prefix_items.size());
+    m.prefix.resize(prefix_len);
+    for (SchemaId id : members) {
+      const SchemaNode& n = set_.node(id);
+      m.types &= n.types;
+      if (n.enum_values) {
+        if (!m.enum_values) {
+          m.enum_values = *n.enum_values;
+        } else {
+          std::vector<Json> keep;
+          for (const auto& v : *m.enum_values) {
+            for (const auto& w : *n.enum_values) {
+              if (json_equal(v, w)) {
+                keep.push_back(v);
+                break;
+              }
+            }
+          }
+          m.enum_values = std::move(keep);
+        }
+      }
+      m.min_length = std::max(m.min_length, n.min_length);
+      m.max_length = std::min(m.max_length, n.max_length);
+      m.patterns.insert(m.patterns.end(), n.patterns.begin(), n.patterns.end());
+      m.formats.insert(m.formats.end(), n.formats.begin(), n.formats.end());
+      if (n.lower && (!m.lower || compare(n.lower->value, m.lower->value) > 0 ||
+                      (compare(n.lower->value, m.lower->value) == 0 && n.lower->exclusive))) {
+        m.lower = n.lower;
+      }
+      if (n.upper && (!m.upper || compare(n.upper->value, m.upper->value) < 0 ||
+                      (compare(n.upper->value, m.upper->value) == 0 && n.upper->exclusive))) {
+        m.upper = n.upper;
+      }
+      m.multiple_of.insert(m.multiple_of.end(), n.multiple_of.begin(), n.multiple_of.end());
+      for (size_t i = 0; i < prefix_len; ++i) {
+        if (i < n.prefix_items.size()) {
+          m.prefix[i].push_back(n.prefix_items[i]);
+        } else if (n.items) {
+          m.prefix[i].push_back(*n.items);
+        }
+      }
+      if (n.items) m.items.push_back(*n.items);
+      m.min_items = std::max(m.min_items, n.min_items);
+      m.max_items = std::min(m.max_items, n.max_items);
+      for (const auto& [name, ps] : n.properties) {
+        auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == name; });
+        if (it == m.properties.end()) m.properties.emplace_back(name, std::vector<SchemaId>{});
+      }
+      for (const auto& r : n.required) {
+        m.required.insert(r);
+        auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == r; });
+        if (it == m.properties.end()) m.properties.emplace_back(r, std::vector<SchemaId>{});
+      }
+      if (n.additional_properties) {
+        m.additional.push_back(*n.additional_properties);
+      }
+      if (n.property_names) m.property_names.push_back(*n.property_names);
+      m.min_properties = std::max(m.min_properties, n.min_properties);
+      m.max_properties = std::min(m.max_properties, n.max_properties);
+    }
+    // A property's value meets each member's schema for it: its `properties` entry, or else its
+    // additionalProperties.
+    for (auto& [name, schemas] : m.properties) {
+      for (SchemaId id : members) {
+        const SchemaNode& n = set_.node(id);
+        auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == name; });
+        if (it != n.properties.end()) {
+          schemas.push_back(it->second);
+        } else if (n.additional_properties) {
+          schemas.push_back(*n.additional_properties);
+        }
+      }
+    }
+    return m;
+  }
+
+  std::string rule_name(const std::vector<SchemaId>& members) {
+    return members.empty() ? std::string("any") : set_.node(members.front()).path;
+  }
+
+  Result<uint32_t> lower_ids(const std::vector<SchemaId>& ids) {
+    Conj c;
+    for (SchemaId id : ids) insert_sorted(c.members, id);
+    return lower(c);
+  }
+
+  Result<uint32_t> lower(const Conj& c) {
+    Flat f = flatten(c);
+    Conj key{f.members, {}};
+    for (uint32_t g : c.resolved) {
+      if (std::binary_search(f.members.begin(), f.members.end(), g / 2)) key.resolved.push_back(g);
+    }
+    auto memo = memo_.find(key);
+    if (memo != memo_.end()) return memo->second;
+    uint32_t rule = builder_.add_rule(rule_name(f.members));
+    memo_.emplace(key, rule);
+    if (f.is_false) return rule;  // no production: matches nothing
+    if (!f.open_groups.empty()) {
+      uint32_t g = f.open_groups.front();
+      const SchemaNode& owner = set_.node(g / 2);
+      const auto& branches = (g & 1) ? owner.one_of : owner.any_of;
+      if (g & 1) {
+        DI_TRYV(check_disjoint(branches, owner.path));
+      }
+      for (SchemaId b : branches) {
+        Conj child{f.members, key.resolved};
+        insert_sorted(child.members, b);
+        child.resolved.insert(std::upper_bound(child.resolved.begin(), child.resolved.end(), g), g);
+        DI_TRY(sub, lower(child));
+        builder_.add_production(rule, {Symbol::rule(sub)});
+      }
+      return rule;
+    }
+    Merged m = merge(f.members);
+    DI_TRYV(lower_merged(rule, m, f.members));
+    return rule;
+  }
+
+  Result<void> lower_merged(uint32_t rule, const Merged& m, const std::vector<SchemaId>& members) {
+    std::string where = rule_name(members);
+    if (m.types == 0) return ok();
+    if (m.enum_values) {
+      std::vector<Regex> alts;
+      for (const auto& v : *m.enum_values) {
+        bool all = true;
+        for (SchemaId id : members) {
+          DI_TRY(r, validator_.valid(id, v));
+          all = all && r;
+        }
+        if (all) alts.push_back(json_value_regex(v, ws_));
+      }
+      if (alts.empty()) return ok();
+      DI_TRY(t, terminal(re_alt(std::move(alts))));
+      builder_.add_production(rule, {Symbol::term(t)});
+      return ok();
+    }
+    if (m.types & kTypeNull) {
+      DI_TRY(t, terminal(re_literal("null")));
+      builder_.add_production(rule, {Symbol::term(t)});
+    }
+    if (m.types & kTypeBoolean) {
+      DI_TRY(t, terminal(re_alt({re_literal("true"), re_literal("false")})));
+      builder_.add_production(rule, {Symbol::term(t)});
+    }
+    if (m.types & (kTypeInteger | kTypeFraction)) {
+      DI_TRY(t, number_terminal(m, where));
+      builder_.add_production(rule, {Symbol::term(t)});
+    }
+    if (m.types & kTypeString) {
+      DI_TRY(content, string_content(m, where));
+      DI_TRY(t, quoted_terminal(content));
+      builder_.add_production(rule, {Symbol::term(t)});
+    }
+    if (m.types & kTypeArray) {
+      DI_TRYV(lower_array(rule, m, where));
+    }
+    if (m.types & kTypeObject) {
+      DI_TRYV(lower_object(rule, m, where));
+    }
+    return ok();
+  }
+
+  Result<void> lower_array(uint32_t rule, const Merged& m, const std::string& where) {
+    if (m.min_items > m.max_items) return ok();
+    uint64_t explicit_positions = std::max<uint64_t>(m.prefix.size(), m.min_items);
+    bool bounded = m.max_items != UINT64_MAX;
+    if (bounded) explicit_positions = m.max_items;
+    if (explicit_positions > kMaxExplicitPositions) {
+      return make_error(Code::kGrammar, "json schema: arrays with more than {} constrained positions are not supported (at {})",
+                        kMaxExplicitPositions, where);
+    }
+    if (m.min_items == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
+    if (m.max_items == 0) return ok();
+    // item(k) ::= value(k) after(k+1); after(k) ::= "," item(k) | "]"  (positions past the last
+    // explicit one share one looping pair).
+    auto elem = [&](uint64_t k) -> Result<uint32_t> {
+      return lower_ids(k < m.prefix.size() ? m.prefix[k] : m.items);
+    };
+    uint64_t n = explicit_positions;
+    std::vector<uint32_t> item(n + 1), after(n + 1);
+    for (uint64_t k = 0; k <= n; ++k) {
+      item[k] = builder_.add_rule(fmt::format("{}/item{}", where, k));
+      after[k] = builder_.add_rule(fmt::format("{}/after{}", where, k));
+    }
+    for (uint64_t k = 0; k < n; ++k) {
+      DI_TRY(v, elem(k));
+      builder_.add_production(item[k], {Symbol::rule(v), Symbol::rule(after[k + 1])});
+    }
+    for (uint64_t k = bounded || n > 0 ? 1 : 0; k <= n; ++k) {
+      if (k < m.max_items) builder_.add_production(after[k], {Symbol::term(comma_), Symbol::rule(item[k])});
+      if (k >= m.min_items) builder_.add_production(after[k], {Symbol::term(arr_close_)});
+    }
+    if (!bounded) {  // the tail: item(n) loops through after(n)
+      DI_TRY(v, elem(n));
+      builder_.add_production(item[n], {Symbol::rule(v), Symbol::rule(after[n])});
+    }
+    builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[0])});
+    return ok();
+  }
+
+  // Key strings allowed by propertyNames (nullopt: any).
+  Result<std::optional<Dfa>> key_content(const std::vector<SchemaId>& ids, const std::string& where) {
+    if (ids.empty()) return std::optional<Dfa>();
+    Conj c;
+    for (SchemaId id : ids) insert_sorted(c.members, id);
+    Flat f = flatten(c);
+    if (!f.open_groups.empty()) {
+      return make_error(Code::kGrammar, "json schema: propertyNames with anyOf/oneOf is not supported (at {})", where);
+    }
+    Merged m = merge(f.members);
+    if (f.is_false || !(m.types & kTypeString)) {
+      DI_TRY(none, Dfa::from_regex(re_nothing()));
+      return std::optional<Dfa>(std::move(none));
+    }
+    if (m.enum_values) {
+      std::vector<Regex> alts;
+      for (const auto& v : *m.enum_values) {
+        if (!v.is_string()) continue;
+        bool all = true;
+        for (SchemaId id : f.members) {
+          DI_TRY(r, validator_.valid(id, v));
+          all = all && r;
+        }
+        if (all) alts.push_back(json_encode(re_literal(v.get<std::string>())));
+      }
+      DI_TRY(d, Dfa::from_regex(re_alt(std::move(alts))));
+      return std::optional<Dfa>(std::move(d));
+    }
+    DI_TRY(d, string_content(m, where));
+    return std::optional<Dfa>(std::move(d));
+  }
+
+  Result<void> lower_object(uint32_t rule, const Merged& m, const std::string& where) {
+    if (m.min_properties > m.max_properties) return ok();
+    DI_TRY(names_dfa, key_content(m.property_names, where));
+    // Declared properties: a name that propertyNames refuses can never appear.
+    struct Prop {
+      std::string name;
+      std::vector<SchemaId> schemas;
+      bool required;
+    };
+    std::vector<Prop> props;
+    for (const auto& [name, schemas] : m.properties) {
+      bool req = m.required.count(name) > 0;
+      std::string body = json_quote(name);
+      body = body.substr(1, body.size() - 2);
+      if (names_dfa && !names_dfa->matches(body)) {
+        if (req) return ok();
+        continue;
+      }
+      props.push_back({name, schemas, req});
+    }
+    // Additional keys: any string (or propertyNames') other than a declared name, in any encoding.
+    bool additional_allowed = true;
+    for (SchemaId id : m.additional) additional_allowed = additional_allowed && !set_.node(id).always_false;
+    std::optional<uint32_t> add_key, add_value;
+    if (additional_allowed) {
+      Merged any;
+      DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
+      std::vector<Regex> declared;
+      for (const auto& [name, schemas] : m.properties) declared.push_back(json_encode(re_literal(name)));
+      Dfa keys = std::move(content);
+      if (!declared.empty()) {
+        DI_TRY(taken, Dfa::from_regex(re_alt(std::move(declared))));
+        DI_TRY(rest, Dfa::subtract(keys, taken));
+        keys = std::move(rest);
+      }
+      if (!keys.empty_language()) {
+        DI_TRY(k, quoted_terminal(keys));
+        DI_TRY(v, lower_ids(m.additional));
+        add_key = k;
+        add_value = v;
+      }
+    }
+
+    // States: next property index i and members emitted so far c (counted only up to what
+    // minProperties / maxProperties need). member(i, c) emits one member at or after i;
+    // after(i, c) follows a member: "," member(i, c) or "}".
+    bool counting = m.min_properties > 0 || m.max_properties != UINT64_MAX;
+    uint64_t cap = !counting ? 0 : (m.max_properties != UINT64_MAX ? m.max_properties : m.min_properties);
+    size_t n = props.size();
+    if ((n + 1) * (cap + 1) > kMaxCountingRules) {
+      return make_error(Code::kGrammar, "json schema: minProperties/maxProperties too large for this object (at {})", where);
+    }
+    auto next_count = [&](uint64_t c) { return counting ? std::min(c + 1, cap) : 0; };
+    auto can_add = [&](uint64_t c) { return m.max_properties == UINT64_MAX || c < m.max_properties; };
+    std::vector<uint32_t> member((n + 1) * (cap + 1)), after((n + 1) * (cap + 1));
+    auto idx = [&](size_t i, uint64_t c) { return i * (cap + 1) + c; };
+    for (size_t i = 0; i <= n; ++i) {
+      for (uint64_t c = 0; c <= cap; ++c) {
+        member[idx(i, c)] = builder_.add_rule(fmt::format("{}/member{}.{}", where, i, c));
+        after[idx(i, c)] = builder_.add_rule(fmt::format("{}/after{}.{}", where, i, c));
+      }
+    }
+    std::vector<uint8_t> required_from(n + 1, 0);  // a required property at index >= i
+    for (size_t i = n; i-- > 0;) required_from[i] = required_from[i + 1] || props[i].required;
+    std::vector<uint32_t> values(n);
+    for (size_t i = 0; i < n; ++i) {
+      DI_TRY(v, lower_ids(props[i].schemas));
+      values[i] = v;
+    }
+    for (size_t i = 0; i <= n; ++i) {
+      for (uint64_t c = 0; c <= cap; ++c) {
+        uint32_t mem = member[idx(i, c)], aft = after[idx(i, c)];
+        if (i < n) {
+          if (can_add(c)) {
+            DI_TRY(key, terminal(re_literal(json_quote(props[i].name))));
+            builder_.add_production(mem, {Symbol::term(key), Symbol::term(colon_), Symbol::rule(values[i]),
+                                          Symbol::rule(after[idx(i + 1, next_count(c))])});
+          }
+          if (!props[i].required) builder_.add_production(mem, {Symbol::rule(member[idx(i + 1, c)])});
+        } else if (add_key && can_add(c)) {
+          builder_.add_production(mem, {Symbol::term(*add_key), Symbol::term(colon_), Symbol::rule(*add_value),
+                                        Symbol::rule(after[idx(n, next_count(c))])});
+        }
+        builder_.add_production(aft, {Symbol::term(comma_), Symbol::rule(mem)});
+        if (!required_from[i] && c >= std::min(m.min_properties, cap)) builder_.add_production(aft, {Symbol::term(obj_close_)});
+      }
+    }
+    if (!required_from[0] && m.min_properties == 0) builder_.add_production(rule, {Symbol::term(obj_empty_)});
+    builder_.add_production(rule, {Symbol::term(obj_open_), Symbol::rule(member[idx(0, 0)])});
+    return ok();
+  }
+
+  // ---- oneOf ----
+
+  Result<void> check_disjoint(const std::vector<SchemaId>& branches, const std::string& where) {
+    for (size_t i = 0; i < branches.size(); ++i) {
+      for (size_t j = i + 1; j < branches.size(); ++j) {
+        DI_TRY(d, disjoint({branches[i]}, {branches[j]}, 0));
+        if (!d) {
+          return make_error(Code::kGrammar,
+                            "json schema: oneOf branches {} and {} may both match; only provably exclusive oneOf is supported (at {})",
+                            i, j, where);
+        }
+      }
+    }
+    return ok();
+  }
+
+  // An object valid for `x` has a property that `y` forbids.
+  bool requires_forbidden(const Merged& x, const Merged& y) {
+    auto is_false = [&](const std::vector<SchemaId>& ids) {
+      return std::any_of(ids.begin(), ids.end(), [&](SchemaId id) { return set_.node(id).always_false; });
+    };
+    for (const auto& name : x.required) {
+      auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
+      if (it != y.properties.end() ? is_false(it->second) : is_false(y.additional)) return true;
+    }
+    return false;
+  }
+
+  // True when no value satisfies both conjunctions (a sound, incomplete test).
+  Result<bool> disjoint(const std::vector<SchemaId>& a_ids, const std::vector<SchemaId>& b_ids, int depth) {
+    if (depth > kMaxDisjointDepth) return false;
+    Conj ca, cb;
+    for (SchemaId id : a_ids) insert_sorted(ca.members, id);
+    for (SchemaId id : b_ids) insert_sorted(cb.members, id);
+    Flat fa = flatten(ca), fb = flatten(cb);
+    if (fa.is_false || fb.is_false) return true;
+    Merged a = merge(fa.members), b = merge(fb.members);
+    // Enumerated values of one side that the other side refuses.
+    auto enum_excluded = [&](const Merged& x, const std::vector<SchemaId>& other) -> Result<bool> {
+      if (!x.enum_values) return false;
+      for (const auto& v : *x.enum_values) {
+        bool all = true;
+        for (SchemaId id : other) {
+          DI_TRY(r, validator_.valid(id, v));
+          all = all && r;
+        }
+        if (all) return false;
+      }
+      return true;
+    };
+    DI_TRY(ea, enum_excluded(a, fb.members));
+    if (ea) return true;
+    DI_TRY(eb, enum_excluded(b, fa.members));
+    if (eb) return true;
+    uint8_t common = a.types & b.types;
+    if (a.enum_values || b.enum_values) return common == 0;
+    // Every shared instance type needs its own reason.
+    for (uint8_t t : {kTypeNull, kTypeBoolean, kTypeObject, kTypeArray, kTypeString, kTypeInteger, kTypeFraction}) {
+      if (!(common & t)) continue;
+      bool separated = false;
+      if (t == kTypeInteger || t == kTypeFraction) {
+        auto below = [](const std::optional<NumberBound>& hi, const std::optional<NumberBound>& lo) {
+          if (!hi || !lo) return false;
+          int c = compare(hi->value, lo->value);
+          return c < 0 || (c == 0 && (hi->exclusive || lo->exclusive));
+        };
+        separated = below(a.upper, b.lower) || below(b.upper, a.lower);
+      } else if (t == kTypeString) {
+        separated = a.min_length > b.max_length || b.min_length > a.max_length;
+      } else if (t == kTypeArray) {
+        separated = a.min_items > b.max_items || b.min_items > a.max_items;
+      } else if (t == kTypeObject) {
+        separated = requires_forbidden(a, b) || requires_forbidden(b, a);
+        for (const auto& [name, sa] : a.properties) {
+          if (separated) break;
+          if (!a.required.count(name) || !b.required.count(name)) continue;
+          auto it = std::find_if(b.properties.begin(), b.properties.end(), [&](const auto& p) { return p.first == name; });
+          if (it == b.properties.end()) continue;
+          DI_TRY(d, disjoint(sa, it->second, depth + 1));
+          if (d) {
+            separated = true;
+            break;
+          }
+        }
+      }
+      if (!separated) return false;
+    }
+    return true;
+  }
+
+  const SchemaSet& set_;
+  GrammarOptions options_;
+  SchemaValidator validator_;
+  GrammarBuilder builder_;
+  Regex ws_;
+  uint32_t obj_open_ = 0, obj_close_ = 0, obj_empty_ = 0, arr_open_ = 0, arr_close_ = 0, arr_empty_ = 0, comma_ = 0, colon_ = 0;
+  std::map<Conj, uint32_t> memo_;
+};
+
+}  // namespace
+
+Result<Grammar> compile_json_schema(std::string_view schema, const GrammarOptions& options) {
+  DI_TRY(set, SchemaSet::parse(schema));
+  return Lowering(set, options).run();
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,357 @@
+#include "grammar/json_schema_set.h"
+
+#include "grammar/uri.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace deepinfer::grammar {
+namespace {
+
+constexpr std::string_view kDefaultBase = "https://deepinfer.invalid/schema.json";
+
+Error schema_error(const std::string& path, std::string_view what) {
+  return make_error(Code::kGrammar, "json schema: {} (at {})", what, path.empty() ? "#" : path);
+}
+
+std::string escape_pointer(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Keywords whose value holds subschemas, by shape.
+const std::set<std::string, std::less<>> kSchemaValued = {"additionalProperties", "items", "contains", "propertyNames",
+                                                          "not", "if", "then", "else", "unevaluatedItems",
+                                                          "unevaluatedProperties", "contentSchema", "additionalItems"};
+const std::set<std::string, std::less<>> kSchemaMaps = {"properties", "patternProperties", "$defs", "definitions",
+                                                        "dependentSchemas"};
+const std::set<std::string, std::less<>> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+
+// Keywords that would constrain instances in ways the compiler cannot enforce.
+const std::map<std::string, std::string, std::less<>> kUnsupported = {
+    {"not", "not"},
+    {"contains", "contains"},
+    {"minContains", "minContains"},
+    {"maxContains", "maxContains"},
+    {"unevaluatedItems", "unevaluatedItems"},
+    {"unevaluatedProperties", "unevaluatedProperties"},
+    {"dependentRequired", "dependentRequired"},
+    {"dependentSchemas", "dependentSchemas"},
+    {"dependencies", "dependencies"},
+    {"patternProperties", "patternProperties"},
+    {"$dynamicRef", "$dynamicRef"},
+    {"$recursiveRef", "$recursiveRef"},
+};
+
+Result<uint64_t> count_value(const Json& v, const std::string& path, std::string_view kw) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == static_cast<double>(static_cast<uint64_t>(v.get<double>()))) {
+    return static_cast<uint64_t>(v.get<double>());
+  }
+  return schema_error(path, fmt::format("{} must be a non-negative integer", kw));
+}
+
+Result<Decimal> number_value(const Json& v, const std::string& path, std::string_view kw) {
+  if (!v.is_number()) return schema_error(path, fmt::format("{} must be a number", kw));
+  return Decimal::parse(v.dump());
+}
+
+Result<uint8_t> type_bits(const Json& v, const std::string& path) {
+  auto one = [&](const Json& t) -> Result<uint8_t> {
+    if (!t.is_string()) return schema_error(path, "type must be a string or an array of strings");
+    const auto& s = t.get_ref<const std::string&>();
+    if (s == "null") return uint8_t{kTypeNull};
+    if (s == "boolean") return uint8_t{kTypeBoolean};
+    if (s == "object") return uint8_t{kTypeObject};
+    if (s == "array") return uint8_t{kTypeArray};
+    if (s == "string") return uint8_t{kTypeString};
+    if (s == "integer") return uint8_t{kTypeInteger};
+    if (s == "number") return uint8_t{kTypeInteger | kTypeFraction};
+    return schema_error(path, fmt::format("unknown type '{}'", s));
+  };
+  if (v.is_array()) {
+    uint8_t bits = 0;
+    for (const auto& t : v) {
+      DI_TRY(b, one(t));
+      bits |= b;
+    }
+    return bits;
+  }
+  return one(v);
+}
+
+}  // namespace
+
+Result<SchemaSet> SchemaSet::parse(std::string_view text) {
+  SchemaSet s;
+  try {
+    s.doc_ = std::make_unique<Json>(Json::parse(text));
+  } catch (const std::exception& e) {
+    return make_error(Code::kGrammar, "json schema: not valid JSON: {}", e.what());
+  }
+  const Json& doc = *s.doc_;
+  if (!doc.is_object() && !doc.is_boolean()) return make_error(Code::kGrammar, "json schema: must be an object or a boolean");
+  std::string base(kDefaultBase);
+  DI_TRYV(s.register_resources(doc, base, ""));
+  DI_TRY(root, s.load(doc, base, ""));
+  s.root_ = root;
+  return s;
+}
+
+// Records every $id (a new base URI) and $anchor reachable through subschema keywords.
+Result<void> SchemaSet::register_resources(const Json& j, const std::string& parent_base, const std::string& path) {
+  if (!j.is_object()) return ok();
+  std::string base = parent_base;
+  auto id = j.find("$id");
+  if (id != j.end() && id->is_string()) {
+    base = split_fragment(resolve_uri(parent_base, id->get_ref<const std::string&>())).first;
+    resources_.emplace(base, std::make_pair(&j, path));
+  } else if (path.empty()) {
+    resources_.emplace(base, std::make_pair(&j, path));
+  }
+  for (const char* kw : {"$anchor", "$dynamicAnchor"}) {
+    auto a = j.find(kw);
+    if (a != j.end() && a->is_string()) anchors_.emplace(base + "#" + a->get<std::string>(), std::make_pair(&j, path));
+  }
+  for (const auto& [key, value] : j.items()) {
+    std::string p = path + "/" + escape_pointer(key);
+    if (kSchemaValued.count(key) && (value.is_object())) {
+      DI_TRYV(register_resources(value, base, p));
+    }
+    if (kSchemaMaps.count(key) && value.is_object()) {
+      for (const auto& [k, sub] : value.items()) {
+        DI_TRYV(register_resources(sub, base, p + "/" + escape_pointer(k)));
+      }
+    }
+    if (kSchemaArrays.count(key) && value.is_array()) {
+      for (size_t i = 0; i < value.size(); ++i) {
+        DI_TRYV(register_resources(value[i], base, p + "/" + std::to_string(i)));
+      }
+    }
+  }
+  return ok();
+}
+
+Result<SchemaId> SchemaSet::load(const Json& j, const std::string& parent_base, const std::string& path) {
+  auto it = ids_.find(&j);
+  if (it != ids_.end()) return it->second;
+  if (nodes_.size() >= 100000) return schema_error(path, "too many subschemas");
+  SchemaId id = static_cast<SchemaId>(nodes_.size());
+  ids_.emplace(&j, id);
+  nodes_.emplace_back();
+  std::string base = parent_base;
+  if (j.is_object()) {
+    auto idv = j.find("$id");
+    if (idv != j.end() && idv->is_string()) base = split_fragment(resolve_uri(parent_base, idv->get_ref<const std::string&>())).first;
+  }
+  DI_TRY(n, parse_node(j, base, path));
+  nodes_[id] = std::move(n);
+  return id;
+}
+
+Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::string& ref, const std::string& path) {
+  auto [doc_uri, fragment] = split_fragment(resolve_uri(base, ref));
+  fragment = percent_decode(fragment);
+  auto res = resources_.find(doc_uri);
+  if (res == resources_.end()) {
+    return schema_error(path, fmt::format("$ref '{}' points outside this document (remote references are not supported)", ref));
+  }
+  if (fragment.empty()) return load(*res->second.first, doc_uri, res->second.second);
+  if (fragment[0] != '/') {
+    auto a = anchors_.find(doc_uri + "#" + fragment);
+    if (a == anchors_.end()) return schema_error(path, fmt::format("$ref '{}': no anchor '{}'", ref, fragment));
+    // The anchored node's own base: re-resolve its $id chain from the resource.
+    std::string node_base = doc_uri;
+    auto idv = a->second.first->find("$id");
+    if (idv != a->second.first->end() && idv->is_string()) node_base = split_fragment(resolve_uri(doc_uri, idv->get<std::string>())).first;
+    return load(*a->second.first, node_base, a->second.second);
+  }
+  // JSON pointer from the resource root; an $id met on the way changes the base.
+  const Json* cur = res->second.first;
+  std::string cur_base = doc_uri;
+  std::string cur_path = res->second.second;
+  size_t i = 1;
+  while (i <= fragment.size()) {
+    size_t j = fragment.find('/', i);
+    if (j == std::string::npos) j = fragment.size();
+    std::string token;
+    for (size_t k = i; k < j; ++k) {
+      if (fragment[k] == '~' && k + 1 < j && (fragment[k + 1] == '0' || fragment[k + 1] == '1')) {
+        token += fragment[k + 1] == '0' ? '~' : '/';
+        ++k;
+      } else {
+        token += fragment[k];
+      }
+    }
+    if (cur->is_object()) {
+      auto f = cur->find(token);
+      if (f == cur->end()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
+      cur = &*f;
+    } else if (cur->is_array()) {
+      size_t idx = 0;
+      bool digits = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || (idx = std::stoul(token)) >= cur->size()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
+      cur = &(*cur)[idx];
+    } else {
+      return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
+    }
+    cur_path += "/" + escape_pointer(token);
+    if (cur->is_object() && j < fragment.size()) {
+      auto idv = cur->find("$id");
+      if (idv != cur->end() && idv->is_string()) cur_base = split_fragment(resolve_uri(cur_base, idv->get<std::string>())).first;
+    }
+    i = j + 1;
+  }
+  if (!cur->is_object() && !cur->is_boolean()) return schema_error(path, fmt::format("$ref '{}' does not point to a schema", ref));
+  return load(*cur, cur_base, cur_path);
+}
+
+Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base, const std::string& path) {
+  SchemaNode n;
+  n.path = path.empty() ? "#" : "#" + path;
+  if (j.is_boolean()) {
+    n.always_false = !j.get<bool>();
+    return n;
+  }
+  if (!j.is_object()) return schema_error(n.path, "a schema must be an object or a boolean");
+  auto sub = [&](const Json& v, const std::string& key) { return load(v, base, path + "/" + escape_pointer(key)); };
+  auto check_schema = [&](const Json& v, std::string_view kw) -> Result<void> {
+    if (!v.is_object() && !v.is_boolean()) return schema_error(n.path, fmt::format("{} must be a schema", kw));
+    return ok();
+  };
+  bool items_is_array = false;
+  for (const auto& [key, v] : j.items()) {
+    if (auto u = kUnsupported.find(key); u != kUnsupported.end()) {
+      return schema_error(n.path, fmt::format("keyword '{}' is not supported", u->second));
+    }
+    if (key == "if" && (j.contains("then") || j.contains("else"))) {
+      return schema_error(n.path, "keyword 'if' (with then/else) is not supported");
+    }
+    if (key == "type") {
+      DI_TRY(bits, type_bits(v, n.path));
+      n.types = bits;
+    } else if (key == "enum") {
+      if (!v.is_array()) return schema_error(n.path, "enum must be an array");
+      std::vector<Json> vals(v.begin(), v.end());
+      n.enum_values = std::move(vals);
+    } else if (key == "const") {
+      n.enum_values = std::vector<Json>{v};
+      if (j.contains("enum")) return schema_error(n.path, "const together with enum in one schema is not supported");
+    } else if (key == "minLength") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.min_length = c;
+    } else if (key == "maxLength") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.max_length = c;
+    } else if (key == "pattern") {
+      if (!v.is_string()) return schema_error(n.path, "pattern must be a string");
+      n.patterns.push_back(v.get<std::string>());
+    } else if (key == "format") {
+      if (!v.is_string()) return schema_error(n.path, "format must be a string");
+      n.formats.push_back(v.get<std::string>());
+    } else if (key == "minimum" || key == "exclusiveMinimum") {
+      DI_TRY(d, number_value(v, n.path, key));
+      NumberBound b{d, key == "exclusiveMinimum"};
+      if (!n.lower || compare(d, n.lower->value) > 0 || (compare(d, n.lower->value) == 0 && b.exclusive)) n.lower = b;
+    } else if (key == "maximum" || key == "exclusiveMaximum") {
+      DI_TRY(d, number_value(v, n.path, key));
+      NumberBound b{d, key == "exclusiveMaximum"};
+      if (!n.upper || compare(d, n.upper->value) < 0 || (compare(d, n.upper->value) == 0 && b.exclusive)) n.upper = b;
+    } else if (key == "multipleOf") {
+      DI_TRY(d, number_value(v, n.path, key));
+      if (d.negative || d.is_zero()) return schema_error(n.path, "multipleOf must be greater than 0");
+      n.multiple_of.push_back(d);
+    } else if (key == "items") {
+      if (v.is_array()) {  // draft 2019 and earlier: tuple form
+        items_is_array = true;
+        for (size_t i = 0; i < v.size(); ++i) {
+          DI_TRYV(check_schema(v[i], "items"));
+          DI_TRY(id, load(v[i], base, path + "/items/" + std::to_string(i)));
+          n.prefix_items.push_back(id);
+        }
+      } else {
+        DI_TRYV(check_schema(v, key));
+        DI_TRY(id, sub(v, key));
+        n.items = id;
+      }
+    } else if (key == "prefixItems") {
+      if (!v.is_array()) return schema_error(n.path, "prefixItems must be an array");
+      if (j.contains("items") && j["items"].is_array()) return schema_error(n.path, "prefixItems with array-form items");
+      for (size_t i = 0; i < v.size(); ++i) {
+        DI_TRYV(check_schema(v[i], key));
+        DI_TRY(id, load(v[i], base, path + "/prefixItems/" + std::to_string(i)));
+        n.prefix_items.push_back(id);
+      }
+    } else if (key == "minItems") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.min_items = c;
+    } else if (key == "maxItems") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.max_items = c;
+    } else if (key == "uniqueItems") {
+      if (!v.is_boolean()) return schema_error(n.path, "uniqueItems must be a boolean");
+      if (v.get<bool>()) return schema_error(n.path, "keyword 'uniqueItems' is not supported");
+    } else if (key == "properties") {
+      if (!v.is_object()) return schema_error(n.path, "properties must be an object");
+      for (const auto& [name, ps] : v.items()) {
+        DI_TRYV(check_schema(ps, key));
+        DI_TRY(id, load(ps, base, path + "/properties/" + escape_pointer(name)));
+        n.properties.emplace_back(name, id);
+      }
+    } else if (key == "required") {
+      if (!v.is_array()) return schema_error(n.path, "required must be an array of strings");
+      for (const auto& r : v) {
+        if (!r.is_string()) return schema_error(n.path, "required must be an array of strings");
+        if (std::find(n.required.begin(), n.required.end(), r.get<std::string>()) == n.required.end()) n.required.push_back(r.get<std::string>());
+      }
+    } else if (key == "additionalProperties") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      n.additional_properties = id;
+    } else if (key == "propertyNames") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      n.property_names = id;
+    } else if (key == "minProperties") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.min_properties = c;
+    } else if (key == "maxProperties") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.max_properties = c;
+    } else if (key == "allOf" || key == "anyOf" || key == "oneOf") {
+      if (!v.is_array() || v.empty()) return schema_error(n.path, fmt::format("{} must be a non-empty array", key));
+      auto& dst = key == "allOf" ? n.all_of : key == "anyOf" ? n.any_of : n.one_of;
+      for (size_t i = 0; i < v.size(); ++i) {
+        DI_TRYV(check_schema(v[i], key));
+        DI_TRY(id, load(v[i], base, path + "/" + key + "/" + std::to_string(i)));
+        dst.push_back(id);
+      }
+    } else if (key == "$ref") {
+      if (!v.is_string()) return schema_error(n.path, "$ref must be a string");
+      DI_TRY(id, resolve_ref(base, v.get<std::string>(), n.path));
+      n.ref = id;
+    }
+  }
+  if (items_is_array) {
+    auto ai = j.find("additionalItems");
+    if (ai != j.end()) {
+      DI_TRYV(check_schema(*ai, "additionalItems"));
+      DI_TRY(id, sub(*ai, "additionalItems"));
+      n.items = id;
+    }
+  }
+  return n;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,94 @@
+// A JSON Schema document loaded for compilation: every reachable subschema parsed once into a
+// SchemaNode (the keywords the compiler enforces, checked for well-formedness), with $ref resolved
+// through $id / $anchor / JSON-pointer fragments. A keyword that would constrain instances but
+// cannot be enforced is an error naming it; annotations and unknown keywords are ignored, as the
+// specification says.
+#pragma once
+
+#include "grammar/json_lexemes.h"
+#include "grammar/number_range.h"
+#include "util/result.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace deepinfer::grammar {
+
+using SchemaId = uint32_t;
+
+// Instance types as bits; "number" is kInteger | kFraction.
+enum TypeBits : uint8_t {
+  kTypeNull = 1,
+  kTypeBoolean = 2,
+  kTypeObject = 4,
+  kTypeArray = 8,
+  kTypeString = 16,
+  kTypeInteger = 32,
+  kTypeFraction = 64,
+  kTypeAll = 127,
+};
+
+struct SchemaNode {
+  std::string path;  // JSON pointer in the document, for messages
+  bool always_false = false;
+  uint8_t types = kTypeAll;
+  std::optional<std::vector<Json>> enum_values;  // from const and enum
+  // strings
+  uint64_t min_length = 0, max_length = UINT64_MAX;
+  std::vector<std::string> patterns;
+  std::vector<std::string> formats;
+  // numbers
+  std::optional<NumberBound> lower, upper;
+  std::vector<Decimal> multiple_of;
+  // arrays
+  std::vector<SchemaId> prefix_items;
+  std::optional<SchemaId> items;
+  uint64_t min_items = 0, max_items = UINT64_MAX;
+  // objects
+  std::vector<std::pair<std::string, SchemaId>> properties;
+  std::vector<std::string> required;
+  std::optional<SchemaId> additional_properties;
+  std::optional<SchemaId> property_names;
+  uint64_t min_properties = 0, max_properties = UINT64_MAX;
+  // applicators
+  std::vector<SchemaId> all_of;
+  std::vector<SchemaId> any_of;
+  std::vector<SchemaId> one_of;
+  std::optional<SchemaId> ref;
+};
+
+class SchemaSet {
+ public:
+  static Result<SchemaSet> parse(std::string_view text);
+
+  SchemaId root() const { return root_; }
+  const SchemaNode& node(SchemaId id) const { return nodes_[id]; }
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  struct Location {
+    const Json* json;
+    std::string base;  // base URI
+    std::string path;
+  };
+  Result<void> register_resources(const Json& j, const std::string& base, const std::string& path);
+  Result<SchemaId> load(const Json& j, const std::string& base, const std::string& path);
+  Result<SchemaNode> parse_node(const Json& j, const std::string& base, const std::string& path);
+  Result<SchemaId> resolve_ref(const std::string& base, const std::string& ref, const std::string& path);
+
+  std::unique_ptr<Json> doc_;  // boxed: the tables point into it
+  SchemaId root_ = 0;
+  std::vector<SchemaNode> nodes_;
+  std::unordered_map<const Json*, SchemaId> ids_;
+  std::map<std::string, std::pair<const Json*, std::string>> resources_;  // URI -> (node, path)
+  std::map<std::string, std::pair<const Json*, std::string>> anchors_;    // URI#name -> (node, path)
+};
+
+}  // namespace deepinfer::grammar

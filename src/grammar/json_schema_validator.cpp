@@ -1,0 +1,206 @@
+#include "grammar/json_schema_validator.h"
+
+#include "grammar/json_formats.h"
+#include "grammar/regex_parser.h"
+#include "grammar/utf8.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+constexpr int kMaxDepth = 512;
+
+std::optional<Decimal> number_of(const Json& v) {
+  if (!v.is_number()) return std::nullopt;
+  auto d = Decimal::parse(v.dump());
+  if (!d) return std::nullopt;
+  return d.value();
+}
+
+uint8_t type_of(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return kTypeNull;
+    case Json::value_t::boolean: return kTypeBoolean;
+    case Json::value_t::object: return kTypeObject;
+    case Json::value_t::array: return kTypeArray;
+    case Json::value_t::string: return kTypeString;
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: {
+      auto d = number_of(v);
+      return d && d->is_integer() ? kTypeInteger : kTypeFraction;
+    }
+    default: return 0;
+  }
+}
+
+uint64_t codepoints(const std::string& s) {
+  uint64_t n = 0;
+  for (char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+bool json_equal(const Json& a, const Json& b) {
+  if (a.is_number() && b.is_number()) {
+    auto x = number_of(a), y = number_of(b);
+    return x && y && compare(*x, *y) == 0;
+  }
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, v] : a.items()) {
+      auto it = b.find(k);
+      if (it == b.end() || !json_equal(v, *it)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!json_equal(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+Result<const Dfa*> SchemaValidator::pattern_dfa(const std::string& pattern) {
+  auto it = patterns_.find(pattern);
+  if (it != patterns_.end()) return it->second.get();
+  DI_TRY(re, parse_ecmascript_regex(pattern));
+  Regex any = re_star(re_chars(CodepointSet::all()));
+  DI_TRY(dfa, Dfa::from_regex(re_seq({any, re, any})));
+  auto& slot = patterns_[pattern];
+  slot = std::make_unique<Dfa>(std::move(dfa));
+  return slot.get();
+}
+
+Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
+  auto it = formats_.find(format);
+  if (it != formats_.end()) return it->second.get();
+  DI_TRY(parts, format_regexes(format));
+  std::optional<Dfa> acc;
+  for (const auto& re : parts) {
+    DI_TRY(dfa, Dfa::from_regex(re));
+    if (acc) {
+      DI_TRY(both, Dfa::intersect(*acc, dfa));
+      acc = std::move(both);
+    } else {
+      acc = std::move(dfa);
+    }
+  }
+  auto& slot = formats_[format];
+  slot = std::make_unique<Dfa>(std::move(*acc));
+  return slot.get();
+}
+
+Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
+  if (depth_ > kMaxDepth) return make_error(Code::kGrammar, "json schema: references nest too deeply");
+  struct Depth {
+    int& d;
+    explicit Depth(int& x) : d(++x) {}
+    ~Depth() { --d; }
+  } guard(depth_);
+  const SchemaNode& n = set_.node(id);
+  if (n.always_false) return false;
+  uint8_t t = type_of(v);
+  if (!(n.types & t)) return false;
+  if (n.enum_values) {
+    bool found = false;
+    for (const auto& e : *n.enum_values) found = found || json_equal(e, v);
+    if (!found) return false;
+  }
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    uint64_t len = codepoints(s);
+    if (len < n.min_length || len > n.max_length) return false;
+    for (const auto& p : n.patterns) {
+      DI_TRY(d, pattern_dfa(p));
+      if (!d->matches(s)) return false;
+    }
+    for (const auto& f : n.formats) {
+      DI_TRY(d, format_dfa(f));
+      if (!d->matches(s)) return false;
+    }
+  }
+  if (v.is_number()) {
+    auto d = number_of(v);
+    if (!d) return false;
+    if (n.lower) {
+      int c = compare(*d, n.lower->value);
+      if (c < 0 || (c == 0 && n.lower->exclusive)) return false;
+    }
+    if (n.upper) {
+      int c = compare(*d, n.upper->value);
+      if (c > 0 || (c == 0 && n.upper->exclusive)) return false;
+    }
+    for (const auto& step : n.multiple_of) {
+      if (!is_multiple_of(d->abs(), step)) return false;
+    }
+  }
+  if (v.is_array()) {
+    if (v.size() < n.min_items || v.size() > n.max_items) return false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
+      if (!s) continue;
+      DI_TRY(ok_item, valid(*s, v[i]));
+      if (!ok_item) return false;
+    }
+  }
+  if (v.is_object()) {
+    if (v.size() < n.min_properties || v.size() > n.max_properties) return false;
+    for (const auto& r : n.required) {
+      if (!v.contains(r)) return false;
+    }
+    for (const auto& [key, val] : v.items()) {
+      std::optional<SchemaId> s;
+      bool declared = false;
+      for (const auto& [name, ps] : n.properties) {
+        if (name == key) {
+          s = ps;
+          declared = true;
+        }
+      }
+      if (!declared) s = n.additional_properties;
+      if (s) {
+        DI_TRY(ok_val, valid(*s, val));
+        if (!ok_val) return false;
+      }
+      if (n.property_names) {
+        DI_TRY(ok_name, valid(*n.property_names, Json(key)));
+        if (!ok_name) return false;
+      }
+    }
+  }
+  for (SchemaId s : n.all_of) {
+    DI_TRY(r, valid(s, v));
+    if (!r) return false;
+  }
+  if (!n.any_of.empty()) {
+    bool any = false;
+    for (SchemaId s : n.any_of) {
+      DI_TRY(r, valid(s, v));
+      if (r) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) return false;
+  }
+  if (!n.one_of.empty()) {
+    int count = 0;
+    for (SchemaId s : n.one_of) {
+      DI_TRY(r, valid(s, v));
+      count += r ? 1 : 0;
+    }
+    if (count != 1) return false;
+  }
+  if (n.ref) {
+    DI_TRY(r, valid(*n.ref, v));
+    if (!r) return false;
+  }
+  return true;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,33 @@
+// Checks JSON values against schemas of a SchemaSet with the same keyword semantics the compiler
+// enforces. The compiler uses it where it reasons about values rather than text: keeping the
+// enum/const values that satisfy the sibling constraints, and proving oneOf branches disjoint.
+#pragma once
+
+#include "grammar/dfa.h"
+#include "grammar/json_schema_set.h"
+#include "util/result.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace deepinfer::grammar {
+
+// JSON Schema equality: numbers by value (1 == 1.0), objects regardless of key order.
+bool json_equal(const Json& a, const Json& b);
+
+class SchemaValidator {
+ public:
+  explicit SchemaValidator(const SchemaSet& set) : set_(set) {}
+  Result<bool> valid(SchemaId id, const Json& value);
+
+ private:
+  Result<const Dfa*> pattern_dfa(const std::string& pattern);
+  Result<const Dfa*> format_dfa(const std::string& format);
+
+  const SchemaSet& set_;
+  std::map<std::string, std::unique_ptr<Dfa>> patterns_, formats_;
+  int depth_ = 0;
+};
+
+}  // namespace deepinfer::grammar

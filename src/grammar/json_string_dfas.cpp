@@ -1,0 +1,42 @@
+#include "grammar/json_string_dfas.h"
+
+#include "grammar/json_formats.h"
+#include "grammar/json_lexemes.h"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace deepinfer::grammar {
+
+const Dfa& json_char_dfa() {
+  static const Dfa dfa = Dfa::from_regex(json_string_char()).value();
+  return dfa;
+}
+
+Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;
+  {
+    std::lock_guard lock(mutex);
+    auto it = cache.find(format);
+    if (it != cache.end()) return it->second;
+  }
+  DI_TRY(parts, format_regexes(format));
+  std::optional<Dfa> acc;
+  for (const auto& re : parts) {
+    DI_TRY(dfa, Dfa::from_regex(json_encode(re)));
+    if (acc) {
+      DI_TRY(both, Dfa::intersect(*acc, dfa));
+      acc = std::move(both);
+    } else {
+      acc = std::move(dfa);
+    }
+  }
+  auto shared = std::make_shared<const Dfa>(std::move(*acc));
+  std::lock_guard lock(mutex);
+  return cache.emplace(std::string(format), shared).first->second;
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,19 @@
+// DFAs for JSON string bodies (between the quotes) that every schema compile would otherwise
+// rebuild: one encoded character, and the contents allowed by each `format`. Built once per
+// process, thread-safe.
+#pragma once
+
+#include "grammar/dfa.h"
+#include "util/result.h"
+
+#include <memory>
+#include <string_view>
+
+namespace deepinfer::grammar {
+
+// Exactly one encoded code point (raw or escaped). Prefix-free, so Dfa::repeat applies.
+const Dfa& json_char_dfa();
+// The encoded string bodies whose value is valid for `format` (error for unknown formats).
+Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format);
+
+}  // namespace deepinfer::grammar

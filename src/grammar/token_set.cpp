@@ -1,0 +1,45 @@
+#include "grammar/token_set.h"
+
+#include <bit>
+#include <cstring>
+
+namespace deepinfer::grammar {
+namespace {
+
+// A list costs 32 bits per member, a bitset 1 bit per vocabulary entry.
+constexpr size_t kListFraction = 32;
+
+}  // namespace
+
+TokenSet TokenSet::from_mask(const uint32_t* words, size_t num_words) {
+  size_t count = 0;
+  for (size_t w = 0; w < num_words; ++w) count += static_cast<size_t>(std::popcount(words[w]));
+  TokenSet s;
+  if (count * kListFraction < num_words * 32) {
+    s.ids_.reserve(count);
+    for (size_t w = 0; w < num_words; ++w) {
+      for (uint32_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        s.ids_.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(std::countr_zero(bits))));
+      }
+    }
+  } else {
+    s.bits_.assign(words, words + num_words);
+  }
+  return s;
+}
+
+void TokenSet::or_into(uint32_t* words) const {
+  for (int32_t id : ids_) words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+  for (size_t w = 0; w < bits_.size(); ++w) words[w] |= bits_[w];
+}
+
+void TokenSet::copy_into(uint32_t* words, size_t num_words) const {
+  if (!bits_.empty()) {
+    std::memcpy(words, bits_.data(), num_words * sizeof(uint32_t));
+    return;
+  }
+  std::memset(words, 0, num_words * sizeof(uint32_t));
+  or_into(words);
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,154 @@
+// JSON Schema compiler: each supported keyword accepts exactly the right texts, and every
+// unsupported constraint is a compile error naming it.
+#include "grammar/grammar_compiler.h"
+#include "grammar/matcher.h"
+#include "test_vocabularies.h"
+
+#include <gtest/gtest.h>
+
+namespace deepinfer::grammar {
+namespace {
+
+void expect_texts(const std::string& schema, const std::vector<std::string>& yes, const std::vector<std::string>& no,
+                  GrammarOptions options = {}) {
+  static GrammarCompiler compiler(testing::byte_vocabulary());
+  auto g = compiler.compile(GrammarKind::kJsonSchema, schema, options);
+  ASSERT_TRUE(g) << schema << ": " << g.error().message;
+  Matcher m(g.value());
+  for (const auto& s : yes) EXPECT_TRUE(m.accepts_string(s)) << schema << " should accept " << s;
+  for (const auto& s : no) EXPECT_FALSE(m.accepts_string(s)) << schema << " should reject " << s;
+}
+
+void expect_error(const std::string& schema, const std::string& needle) {
+  auto r = GrammarCompiler::validate(GrammarKind::kJsonSchema, schema);
+  ASSERT_FALSE(r) << schema;
+  EXPECT_EQ(r.error().code, Code::kGrammar);
+  EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+}
+
+TEST(JsonSchema, ObjectsFollowPropertyOrderAndRequired) {
+  std::string s = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],"additionalProperties":false})";
+  expect_texts(s, {R"({"b":"x"})", R"({"a":1,"b":"x"})", R"({ "a" : 1 , "b" : "" })"},
+               {R"({})", R"({"a":1})", R"({"b":"x","a":1})", R"({"a":1,"b":"x","c":2})", R"({"a":"1","b":"x"})", R"({"b":"x",})"});
+}
+
+TEST(JsonSchema, AdditionalPropertiesNeverShadowDeclaredOnes) {
+  std::string s = R"({"type":"object","properties":{"a/b":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})";
+  expect_texts(s, {R"({"a/b":1})", R"({"a/b":1,"c":true})", R"({"c":false,"d":true})", R"({})"},
+               {R"({"a/b":true})", R"({"a\/b":true})", R"({"a\u002fb":true})", R"({"c":1})"});
+  expect_texts(R"({"type":"object"})", {R"({"x":{"y":[1,{"z":null}]}})", R"({"":""})"}, {R"([])", R"({"x"})"});
+}
+
+TEST(JsonSchema, PropertyCountsAndNames) {
+  expect_texts(R"({"type":"object","minProperties":1,"maxProperties":2,"additionalProperties":{"type":"integer"}})",
+               {R"({"a":1})", R"({"a":1,"b":2})"}, {R"({})", R"({"a":1,"b":2,"c":3})"});
+  expect_texts(R"({"type":"object","propertyNames":{"pattern":"^x"},"properties":{"xa":{},"ya":{}}})", {R"({"xa":1,"xb":2})"},
+               {R"({"ya":1})", R"({"b":2})"});
+}
+
+TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
+  expect_texts(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})",
+               {"[]", "[1]", R"([1,"a"])"}, {R"([1,"a",2])", R"(["a"])"});
+  expect_texts(R"({"type":"array","items":{"type":"boolean"},"minItems":2,"maxItems":3})", {"[true,false]", "[true, true ,false]"},
+               {"[true]", "[true,true,true,true]", "[1,2]"});
+  expect_texts(R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1,2,3]", "[ 1 ]"}, {"[1,]", "[,1]"});
+}
+
+TEST(JsonSchema, StringLengthsCountCodePoints) {
+  expect_texts(R"({"type":"string","minLength":2,"maxLength":3})",
+               {R"("ab")", R"("😀é")", R"("a\nb")", R"("\u0001\"\\")"}, {R"("a")", R"("abcd")", R"("😀")", R"("a\u00e9")"});
+}
+
+TEST(JsonSchema, PatternsSearchUnlessAnchored) {
+  expect_texts(R"({"type":"string","pattern":"b+c"})", {R"("abbcd")", R"("bc")"}, {R"("ac")", R"("")"});
+  expect_texts(R"({"type":"string","pattern":"^[a-z]{2}-\\d$"})", {R"("ab-1")"}, {R"("xab-1")", R"("ab-12")"});
+  expect_texts(R"({"type":"string","pattern":"^\"q\"\\\\$"})", {R"("\"q\"\\")"}, {R"("q\\")"});
+}
+
+TEST(JsonSchema, Formats) {
+  expect_texts(R"({"type":"string","format":"date"})", {R"("2024-02-29")", R"("2000-02-29")"},
+               {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-1-01")"});
+  expect_texts(R"({"format":"date-time"})", {R"("2024-03-18T09:00:00+01:00")", R"("2024-03-18t09:00:00.5z")", "12"},
+               {R"("2024-03-18T24:00:00Z")", R"("2024-03-18 09:00:00Z")"});
+  expect_texts(R"({"type":"string","format":"email"})", {R"("a.b@example.com")", R"("\"a b\"@x.org")"}, {R"("a..b@x.com")", R"("@x.com")"});
+  expect_texts(R"({"type":"string","format":"uuid"})", {R"("3f2b8c1e-9d4a-4e7b-8a21-5c6d7e8f9a0B")"}, {R"("3f2b8c1e9d4a4e7b8a215c6d7e8f9a0b")"});
+  expect_texts(R"({"type":"string","format":"ipv4"})", {R"("10.0.0.255")"}, {R"("10.0.0.256")", R"("01.0.0.1")"});
+  expect_texts(R"({"type":"string","format":"hostname"})", {R"("a--b.example.com")", R"("x")", R"("1host")"},
+               {R"("-a.com")", R"("a_b")", R"("a.")", R"("xn--9n2bp8q")", ("\"" + std::string(64, 'a') + ".com\"")});
+  expect_texts(R"({"type":"string","format":"uri"})", {R"("https://x.org/a?b=c#d")", R"("urn:isbn:0451450523")"},
+               {R"("//x.org")", R"("a b:c")"});
+}
+
+TEST(JsonSchema, IntegerBoundsAreExact) {
+  expect_texts(R"({"type":"integer","minimum":-12,"exclusiveMaximum":105})", {"-12", "0", "104", "-1", "99"},
+               {"-13", "105", "1000", "-0", "1.0", "1e2"});
+  expect_texts(R"({"type":"integer","minimum":18446744073709551615})", {"18446744073709551615", "99999999999999999999"},
+               {"18446744073709551614", "-1"});
+  expect_texts(R"({"type":"integer","exclusiveMinimum":1.5,"maximum":3.7})", {"2", "3"}, {"1", "4"});
+}
+
+TEST(JsonSchema, DecimalBoundsAreExact) {
+  expect_texts(R"({"type":"number","minimum":0.5,"maximum":2})", {"0.5", "0.50", "0.51", "1", "2", "2.000", "1.999"},
+               {"0.49", "0.4999", "2.001", "3", "-1", "5e-1"});
+  expect_texts(R"({"type":"number","exclusiveMinimum":-1.25,"exclusiveMaximum":0})", {"-1.24", "-0.001", "-1"},
+               {"-1.25", "-1.250", "0", "0.0", "-2"});
+  expect_texts(R"({"type":"number"})", {"-0", "1.5e-7", "2E+10", "0.0"}, {"01", "1.", ".5", "+1", "1e"});
+}
+
+TEST(JsonSchema, MultipleOfIsExact) {
+  expect_texts(R"({"type":"integer","multipleOf":7,"minimum":-20})", {"0", "7", "-14", "700"}, {"8", "-21", "7.0", "1"});
+  expect_texts(R"({"type":"number","multipleOf":0.25})", {"0.5", "-1.75", "3", "2.50", "0.250000"}, {"0.1", "0.125", "1e2"});
+  expect_texts(R"({"type":"number","multipleOf":1.5,"maximum":4.5})", {"1.5", "4.5", "-3", "0"}, {"6", "1", "4.4"});
+  expect_texts(R"({"enum":[1,2.5,4],"multipleOf":2})", {"4"}, {"1", "2.5"});
+}
+
+TEST(JsonSchema, EnumAndConstAreValuesNotTexts) {
+  expect_texts(R"({"enum":["a",1,null,{"k":[true]}]})", {R"("a")", "1", "1.0", "null", R"({"k":[true]})", R"({ "k" : [ true ] })"},
+               {R"("b")", "2", R"({"k":[false]})", "true"});
+  expect_texts(R"({"type":"string","enum":["a",1,"bb"],"maxLength":1})", {R"("a")"}, {"1", R"("bb")"});
+  expect_texts(R"({"const":"tab\tquote\""})", {R"("tab\tquote\"")"}, {R"("tab	quote\"")"});
+}
+
+TEST(JsonSchema, CombinatorsAndReferences) {
+  expect_texts(R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":1}]})", {"5", R"("a")"}, {R"("ab")", "null"});
+  expect_texts(R"({"oneOf":[{"type":"object","properties":{"k":{"const":"a"}},"required":["k"]},{"type":"object","properties":{"k":{"const":"b"},"n":{"type":"integer"}},"required":["k","n"]}]})",
+               {R"({"k":"a"})", R"({"k":"b","n":1})"}, {R"({"k":"b"})", R"({"k":"c"})"});
+  expect_texts(R"({"oneOf":[{"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false},{"type":"object","properties":{"b":{}},"required":["b"],"additionalProperties":false}]})",
+               {R"({"a":1})", R"({"b":2})"}, {R"({"a":1,"b":2})", R"({})"});
+  expect_texts(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}}},{"properties":{"a":{"minimum":3}},"required":["a"]}]})",
+               {R"({"a":3})"}, {R"({"a":2})", R"({})"});
+  expect_texts(R"({"$defs":{"t":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/t"}}}}},"$ref":"#/$defs/t"})",
+               {R"({})", R"({"c":[{"c":[]},{"c":[{}]}]})"}, {R"({"c":[1]})"});
+  expect_texts(R"({"$id":"https://e.org/root","$defs":{"x":{"$id":"x.json","$anchor":"here","type":"integer"}},"properties":{"a":{"$ref":"x.json"},"b":{"$ref":"https://e.org/x.json#here"}}})",
+               {R"({"a":1,"b":2})"}, {R"({"a":"1"})", R"({"b":true})"});
+}
+
+TEST(JsonSchema, WhitespaceOptions) {
+  std::string s = R"({"type":"object","properties":{"a":{"type":"array"}}})";
+  expect_texts(s, {R"({"a":[1,2]})"}, {R"({ "a":[1,2]})", R"({"a":[1, 2]})"}, {Whitespace::kCompact, 0});
+  expect_texts(s, {"{\n \"a\": [\n 1\n ]\n}", "{  \"a\":[]}"}, {"{\n  \"a\":[]}", "{   \"a\":[]}", "{\"a\":[1 \n\n ,2]}"},
+               {Whitespace::kAny, 2});
+  expect_texts(s, {"{\n\n\n\n\n\n\"a\" : [ ] }"}, {}, {Whitespace::kAny, 0});
+}
+
+TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
+  expect_error(R"({"not":{"type":"string"}})", "'not'");
+  expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
+  expect_error(R"({"type":"array","contains":{"type":"integer"}})", "'contains'");
+  expect_error(R"({"patternProperties":{"^x":{}}})", "'patternProperties'");
+  expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
+  expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
+  expect_error(R"({"unevaluatedProperties":false})", "'unevaluatedProperties'");
+  expect_error(R"({"$ref":"https://example.com/other.json"})", "remote references are not supported");
+  expect_error(R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'");
+  expect_error(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})", "oneOf");
+  expect_error(R"s({"type":"string","pattern":"(?=x)"})s", "lookaround");
+  expect_error(R"({"type":"strin"})", "unknown type 'strin'");
+  expect_error(R"({"minLength":-1})", "minLength must be a non-negative integer");
+  expect_error(R"({"type":"object")", "not valid JSON");
+  expect_error(R"({"type":"string","minLength":3,"maxLength":2})", "matches no string");
+  expect_error(R"({"$ref":"#/$defs/missing"})", "does not resolve");
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
