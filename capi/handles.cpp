@@ -8,5 +8,8 @@ EngineTable& engines() { static EngineTable t; return t; }
 SamplingTable& samplings() { static SamplingTable t; return t; }
 SessionTable& sessions() { static SessionTable t; return t; }
 EventTable& events() { static EventTable t; return t; }
+GrammarTable& grammars() { static GrammarTable t; return t; }
+TokenizerTable& tokenizers() { static TokenizerTable t; return t; }
+MatcherTable& matchers() { static MatcherTable t; return t; }
 
 }  // namespace deepinfer::capi

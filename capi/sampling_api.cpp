@@ -14,7 +14,7 @@ di_error* with_params(di_sampling* sp, F&& f) {
   return guard([&]() -> Result<void> {
     auto p = samplings().get(sp);
     if (!p) return invalid_handle("sampling");
-    return f(*p);
+    return f(p->params);
   });
 }
 
@@ -38,7 +38,7 @@ extern "C" {
 di_error* di_sampling_create(di_sampling** out) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_out(out, "out"));
-    *out = samplings().add<di_sampling>(std::make_shared<SamplingParams>());
+    *out = samplings().add<di_sampling>(std::make_shared<SamplingSpec>());
     return ok();
   });
 }
@@ -48,7 +48,7 @@ di_error* di_engine_sampling_defaults(const di_engine* engine, di_sampling** out
     DI_TRYV(check_out(out, "out"));
     auto e = engines().get(engine);
     if (!e) return invalid_handle("engine");
-    *out = samplings().add<di_sampling>(std::make_shared<SamplingParams>(e->sampling_defaults()));
+    *out = samplings().add<di_sampling>(std::make_shared<SamplingSpec>(SamplingSpec{e->sampling_defaults(), nullptr}));
     return ok();
   });
 }
@@ -58,7 +58,7 @@ di_error* di_sampling_clone(const di_sampling* src, di_sampling** out) {
     DI_TRYV(check_out(out, "out"));
     auto p = samplings().get(src);
     if (!p) return invalid_handle("sampling");
-    *out = samplings().add<di_sampling>(std::make_shared<SamplingParams>(*p));
+    *out = samplings().add<di_sampling>(std::make_shared<SamplingSpec>(*p));
     return ok();
   });
 }

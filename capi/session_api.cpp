@@ -111,7 +111,7 @@ di_error* di_session_generate(di_session* session, const di_sampling* params) {
   return with_session(session, [&](Session& s) -> Result<void> {
     auto p = samplings().get(params);
     if (!p) return invalid_handle("sampling");
-    return s.generate(*p);
+    return s.generate(p->params, p->grammar);
   });
 }
 

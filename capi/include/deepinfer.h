@@ -329,6 +329,83 @@ DI_API di_error *di_event_seed(const di_event *event, uint64_t *out);
 /* FINISHED events with DI_FINISH_ERROR: a copy of the error (the caller frees it); NULL otherwise. */
 DI_API di_error *di_event_error(const di_event *event, di_error **out);
 
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Structured outputs: grammars                                                                   */
+/* A grammar constrains a generation's output to a regular expression, a JSON Schema (draft       */
+/* 2020-12) or an EBNF grammar (GBNF dialect, start rule `root`): at every step only tokens that   */
+/* keep the output a prefix of a match may be sampled, and end-of-sequence only when it is a       */
+/* complete match. A schema feature that cannot be enforced is a compile error naming it, never a  */
+/* looser constraint. Compiled grammars are immutable, cached by (kind, spec, options, tokenizer)  */
+/* and shared; a handle may be freed as soon as it is attached to sampling parameters.            */
+
+typedef struct di_grammar di_grammar;
+typedef int32_t di_grammar_kind;
+enum { DI_GRAMMAR_REGEX = 1, DI_GRAMMAR_JSON_SCHEMA = 2, DI_GRAMMAR_EBNF = 3 };
+/* Grammar flags. */
+enum {
+  DI_GRAMMAR_COMPACT_WHITESPACE = 1  /* JSON Schema: no whitespace between JSON tokens (default: any) */
+};
+
+/* Compiles a grammar for the engine's tokenizer, with default options (JSON whitespace allowed,
+ * runs unbounded). DI_ERR_GRAMMAR for a bad spec, DI_ERR_UNSUPPORTED for a feature that cannot be
+ * enforced; the message names the keyword or position. */
+DI_API di_error *di_grammar_compile(di_engine *engine, di_grammar_kind kind, const char *spec, size_t len, di_grammar **out);
+/* The same with options: DI_GRAMMAR_* flags, and the longest whitespace run between JSON tokens
+ * (0 = unbounded). */
+DI_API di_error *di_grammar_compile_options(di_engine *engine, di_grammar_kind kind, const char *spec, size_t len,
+                                            uint32_t flags, uint32_t max_whitespace_run, di_grammar **out);
+/* The error a spec would give when compiled, without compiling it for a tokenizer (NULL: valid). */
+DI_API di_error *di_grammar_validate(di_grammar_kind kind, const char *spec, size_t len, uint32_t flags,
+                                     uint32_t max_whitespace_run);
+DI_API void di_grammar_free(di_grammar *grammar);
+/* Constrains generations started with these parameters (the grammar is referenced, not copied).
+ * NULL removes the constraint. The grammar must come from the engine that generates (else
+ * DI_ERR_INVALID_ARGUMENT at di_session_generate). */
+DI_API di_error *di_sampling_set_grammar(di_sampling *sp, const di_grammar *grammar);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tokenizers and grammar matchers without a model (tooling and tests)                             */
+
+typedef struct di_tokenizer di_tokenizer;
+
+/* Loads a tokenizer.json (or the one in a model directory). */
+DI_API di_error *di_tokenizer_create(const char *path, size_t len, di_tokenizer **out);
+/* The engine's tokenizer (DI_ERR_UNSUPPORTED when its model has none). */
+DI_API di_error *di_engine_tokenizer(const di_engine *engine, di_tokenizer **out);
+DI_API void di_tokenizer_free(di_tokenizer *tokenizer);
+/* Largest token id + 1. */
+DI_API di_error *di_tokenizer_vocab_size(const di_tokenizer *tokenizer, int32_t *out);
+DI_API di_error *di_tokenizer_encode(const di_tokenizer *tokenizer, const char *text, size_t len, uint32_t flags,
+                                     int32_t *buf, size_t cap, size_t *out_len);
+DI_API di_error *di_tokenizer_decode(const di_tokenizer *tokenizer, const int32_t *ids, size_t n, uint32_t flags,
+                                     char *buf, size_t cap, size_t *out_len);
+/* Compiles a grammar for a tokenizer: masks are vocab_size wide (0 = the tokenizer's size; a model's
+ * logits may be wider) and eos_ids[0..n_eos) are allowed exactly when the output is complete. */
+DI_API di_error *di_grammar_compile_for_tokenizer(const di_tokenizer *tokenizer, int32_t vocab_size, const int32_t *eos_ids,
+                                                  size_t n_eos, di_grammar_kind kind, const char *spec, size_t len,
+                                                  uint32_t flags, uint32_t max_whitespace_run, di_grammar **out);
+
+typedef struct di_matcher di_matcher;
+
+/* Follows one output through a grammar, token by token (one thread at a time). */
+DI_API di_error *di_matcher_create(const di_grammar *grammar, di_matcher **out);
+DI_API void di_matcher_free(di_matcher *matcher);
+/* Consumes a token; DI_ERR_INVALID_ARGUMENT (state unchanged) when the grammar does not allow it here. */
+DI_API di_error *di_matcher_accept_token(di_matcher *matcher, int32_t token);
+/* Consumes raw UTF-8 bytes as one step (DI_ERR_INVALID_ARGUMENT, state unchanged, when not allowed). */
+DI_API di_error *di_matcher_accept_string(di_matcher *matcher, const char *s, size_t len);
+/* Undoes the last n accept steps (speculative decoding). */
+DI_API di_error *di_matcher_rollback(di_matcher *matcher, size_t n);
+DI_API di_error *di_matcher_reset(di_matcher *matcher);
+/* The allowed-token bitmask for the next step: bit (i % 32) of words[i / 32] is set iff token i is
+ * allowed; (vocab_size + 31) / 32 words. */
+DI_API di_error *di_matcher_fill_mask(di_matcher *matcher, uint32_t *words, size_t cap, size_t *out_len);
+/* 1 when the output so far is a complete match (end-of-sequence is allowed), else 0. */
+DI_API di_error *di_matcher_can_end(const di_matcher *matcher, int32_t *out);
+/* 1 after an end-of-sequence token was accepted (nothing more can follow), else 0. */
+DI_API di_error *di_matcher_is_terminated(const di_matcher *matcher, int32_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,8 +2,11 @@
 
 #include "backend/backend.h"
 #include "engine/generation.h"
+#include "engine/grammar_vocabulary.h"
+#include "engine/mask_worker.h"
 #include "engine/model_runner.h"
 #include "engine/session.h"
+#include "grammar/grammar_compiler.h"
 #include "model/deepseek_v4.h"
 #include "sample/sampler.h"
 #include "sample/sampling_rng.h"
@@ -108,6 +111,7 @@ Result<void> Engine::start() {
   stats_.total_blocks = stats_.free_blocks = runner_->pool().n_blocks();
   stats_.block_tokens = runner_->layout().block_tokens;
   stats_.block_bytes = runner_->layout().block_floats * sizeof(float);
+  masks_ = std::make_unique<MaskWorker>(std::max<size_t>(1, std::thread::hardware_concurrency() / 4));
   loop_ = std::make_unique<EngineLoopState>();
   thread_ = std::thread([this] { loop(); });
   return ok();
@@ -172,8 +176,31 @@ Result<std::shared_ptr<Session>> Engine::create_session() {
   return std::make_shared<Session>(weak_from_this(), next_session_id_++);
 }
 
-Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params) {
+Result<grammar::GrammarCompiler*> Engine::grammar_compiler() {
+  std::lock_guard lock(grammar_mu_);
+  if (!grammar_compiler_) {
+    DI_TRY(tok, tokenizer());
+    DI_TRY(vocab, grammar_vocabulary(*tok, model_config_.vocab_size, eos_ids_));
+    grammar_compiler_ = std::make_unique<grammar::GrammarCompiler>(std::move(vocab));
+  }
+  return grammar_compiler_.get();
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> Engine::compile_grammar(grammar::GrammarKind kind, std::string_view spec,
+                                                                                const grammar::GrammarOptions& options) {
+  if (closed()) return make_error(Code::kClosed, "the engine was shut down");
+  DI_TRY(compiler, grammar_compiler());
+  return compiler->compile(kind, spec, options);
+}
+
+Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params,
+                            std::shared_ptr<const grammar::CompiledGrammar> grammar) {
   DI_TRYV(validate(params, model_config_.vocab_size));
+  if (grammar) {
+    DI_TRY(compiler, grammar_compiler());
+    if (grammar->vocabulary().fingerprint() != compiler->vocabulary()->fingerprint())
+      return make_error(Code::kInvalidArgument, "the grammar was compiled for another tokenizer or vocabulary");
+  }
   // Stop strings match detokenized text: without a tokenizer they could never fire.
   if (!tokenizer_ && !params.stop.empty())
     return make_error(Code::kUnsupported, "stop strings need a tokenizer; the model directory {} has no tokenizer.json",
@@ -193,6 +220,7 @@ Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_
     g->seed = seed;
   }
   g->params = std::move(params);
+  g->grammar = std::move(grammar);
   std::lock_guard lock(mu_);
   if (closed_) return make_error(Code::kClosed, "the engine was shut down");
   g->arrival = next_generation_++;
@@ -293,6 +321,7 @@ void Engine::loop() {
       if (tokenizer_) c.detok.emplace(*tokenizer_, p.skip_special_tokens);
       if (!p.stop.empty()) c.stops.emplace(p.stop, p.include_stop_str_in_output);
       c.to_feed = g.context;
+      if (g.grammar) c.matcher.emplace(g.grammar);
       g.completions.push_back(std::move(c));
     }
     // Completion 0 continues from the session's kept state when that state is a strict prefix of
@@ -314,17 +343,35 @@ void Engine::loop() {
     }
   };
 
+  // Constrained completions whose next mask is being computed (by the mask worker, while the
+  // next forward runs).
+  std::vector<std::pair<Completion*, MaskWorker::Job>> mask_jobs, masks_in_flight;
+  auto collect_masks = [&] {
+    masks_->wait();
+    for (auto& [c, job] : masks_in_flight) c->mask_ready = true;
+    masks_in_flight.clear();
+  };
+
   // Samples the next token of `c` from `row` and emits its event; finishes c when it ends.
   auto sample = [&](Generation& g, Completion& c, std::span<float> row) {
     const auto& p = g.params;
     SampleKey key{g.seed, static_cast<uint32_t>(c.index), static_cast<uint32_t>(c.output.size())};
-    auto r = sample_row(row, p, *c.sampling, eos_ids_, {}, key);
+    if (c.matcher && !c.mask_ready) {  // the first mask of a completion is computed here
+      c.mask.resize(c.matcher->compiled().vocabulary().mask_words());
+      c.matcher->fill_mask(c.mask.data());
+      c.mask_ready = true;
+    }
+    auto r = sample_row(row, p, *c.sampling, eos_ids_, c.matcher ? std::span<const uint32_t>(c.mask) : std::span<const uint32_t>(), key);
     if (!r) return finish(g, c, FinishReason::kError, r.error());
     const int32_t token = r.value().token;
     c.output.push_back(token);
     if (auto a = c.sampling->append_output(token); !a) return finish(g, c, FinishReason::kError, a.error());
     c.to_feed = {token};
     c.decoding = true;
+    if (c.matcher) {
+      if (auto a = c.matcher->advance(token); !a) return finish(g, c, FinishReason::kError, a.error());
+      c.mask_ready = false;
+    }
 
     Event e;
     e.completion = c.index;
@@ -348,7 +395,9 @@ void Engine::loop() {
     g.pending.push_back(std::move(e));
     if (stopped_by_string) return finish(g, c, FinishReason::kStop);
     if (auto stop = check_token_stop(p, eos_ids_, token, c.sampling->num_generated())) return finish(g, c, stop->reason);
+    if (c.matcher && c.matcher->is_terminated()) return finish(g, c, FinishReason::kStop);  // even with ignore_eos
     if (static_cast<int64_t>(c.processed.size()) + 1 >= max_context_) return finish(g, c, FinishReason::kLength);
+    if (c.matcher) mask_jobs.push_back({&c, MaskWorker::Job{&*c.matcher, &c.mask}});
   };
 
   // Ends a generation: completion 0's state stays with the session, the output joins its context.
@@ -374,7 +423,10 @@ void Engine::loop() {
           if (!g->done() || g->session->cancel_requested()) return true;
         return false;
       });
-      if (stop_) return;
+      if (stop_) {
+        collect_masks();
+        return;
+      }
       for (auto& g : inbox_) st.active.push_back(std::move(g));
       inbox_.clear();
       releases.swap(releases_);
@@ -452,6 +504,7 @@ void Engine::loop() {
         log(LogLevel::kError, "engine step failed: {}", r.error().message);
         for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, r.error());
       } else {
+        collect_masks();
         size_t row = 0;
         for (size_t i = 0; i < feeds.size(); ++i) {
           auto [c, n] = fed[i];
@@ -493,6 +546,16 @@ void Engine::loop() {
       stats_.evictions += plan.evict.size();
       stats_.step_seconds += std::chrono::duration<double>(t_end - t_start).count();
       stats_.schedule_seconds += std::chrono::duration<double>(t_planned - t_start).count();
+    }
+
+    // Next masks: computed while the following step plans and runs its forward.
+    collect_masks();
+    if (!mask_jobs.empty()) {
+      std::vector<MaskWorker::Job> jobs;
+      for (auto& [c, job] : mask_jobs) jobs.push_back(job);
+      masks_->start(std::move(jobs));
+      masks_in_flight.swap(mask_jobs);
+      mask_jobs.clear();
     }
 
     // Deliver this step's events; retire finished generations.

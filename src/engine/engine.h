@@ -7,6 +7,7 @@
 #include "engine/engine_config.h"
 #include "engine/event.h"
 #include "engine/generation_defaults.h"
+#include "grammar/grammar_options.h"
 #include "model/config.h"
 #include "sample/sampling_params.h"
 #include "text/tokenizer.h"
@@ -23,10 +24,15 @@ namespace deepinfer {
 
 class Backend;
 class DeepseekV4;
+class MaskWorker;
 class ModelRunner;
 class Session;
 struct Generation;
 struct EngineLoopState;
+namespace grammar {
+class CompiledGrammar;
+class GrammarCompiler;
+}  // namespace grammar
 
 // A snapshot of the engine's bookkeeping (for tests, benchmarks and monitoring).
 struct EngineStats {
@@ -63,6 +69,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Result<std::shared_ptr<Session>> create_session();
   EngineStats stats() const;
 
+  // A generation constraint compiled for this model's tokenizer; compiled grammars are cached by
+  // (kind, spec, options) and shared. kGrammar for a bad spec, kUnsupported for a valid spec using
+  // a feature that cannot be enforced (the message names it).
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> compile_grammar(grammar::GrammarKind kind, std::string_view spec,
+                                                                          const grammar::GrammarOptions& options);
+
  private:
   friend class Session;
   explicit Engine(const EngineConfig& config);
@@ -70,7 +82,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool closed() const;
 
   // From sessions (any thread).
-  Result<void> submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params);
+  Result<void> submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params,
+                      std::shared_ptr<const grammar::CompiledGrammar> grammar);
+  Result<grammar::GrammarCompiler*> grammar_compiler();
   void release_state(uint64_t session_id);
   void wake();
 
@@ -86,6 +100,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<DeepseekV4> model_;
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<MaskWorker> masks_;
+  std::mutex grammar_mu_;
+  std::unique_ptr<grammar::GrammarCompiler> grammar_compiler_;  // made on first use
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/event.h"
+#include "grammar/matcher.h"
 #include "sample/sampling_params.h"
 #include "sample/sequence_state.h"
 #include "sample/stop_string_matcher.h"
@@ -30,6 +31,9 @@ struct Completion {
   std::optional<SequenceSamplingState> sampling;
   std::optional<text::StreamingDetokenizer> detok;
   std::optional<StopStringMatcher> stops;
+  std::optional<grammar::Matcher> matcher;  // when the generation is constrained
+  std::vector<uint32_t> mask;               // the matcher's allowed tokens for the next sample
+  bool mask_ready = false;
   bool done = false;
   FinishReason reason = FinishReason::kStop;
   std::optional<Error> error;
@@ -38,6 +42,7 @@ struct Completion {
 struct Generation {
   std::shared_ptr<Session> session;
   SamplingParams params;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   uint64_t seed = 0;
   uint64_t arrival = 0;
   std::vector<int32_t> context;  // the prompt: the session's context when generation started

@@ -135,7 +135,7 @@ Result<void> Session::reset() {
   return ok();
 }
 
-Result<void> Session::generate(const SamplingParams& params) {
+Result<void> Session::generate(const SamplingParams& params, std::shared_ptr<const grammar::CompiledGrammar> grammar) {
   DI_TRY(engine, this->engine());
   std::lock_guard lock(mu_);
   DI_TRYV(check_idle_locked(*engine));
@@ -143,7 +143,7 @@ Result<void> Session::generate(const SamplingParams& params) {
   events_.clear();
   cancel_ = false;
   // The engine holds the session until the generation ends.
-  DI_TRYV(engine->submit(shared_from_this(), std::move(context), params));
+  DI_TRYV(engine->submit(shared_from_this(), std::move(context), params, std::move(grammar)));
   generating_ = true;
   return ok();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/event.h"
+#include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -42,7 +43,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<std::vector<int32_t>> context() const;
   Result<void> reset();
 
-  Result<void> generate(const SamplingParams& params);
+  // `grammar` (optional) constrains every completion's output; it must come from this engine.
+  Result<void> generate(const SamplingParams& params, std::shared_ptr<const grammar::CompiledGrammar> grammar = nullptr);
   void cancel();
   // The next event; nullopt when timeout_ms passed first (-1: wait for ever). kState when nothing
   // is generating and no event is left.

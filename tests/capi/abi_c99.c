@@ -251,6 +251,103 @@ static int same_tokens(const completion_out *a, const completion_out *b) {
          a->text_len == b->text_len && memcmp(a->text, b->text, a->text_len) == 0;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Structured outputs: grammars on the engine, tokenizers and matchers without one                */
+
+static const char kSchema[] =
+    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 6},"
+    " \"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 120}},"
+    " \"required\": [\"name\", \"age\"], \"additionalProperties\": false}";
+
+static void structured_outputs(di_engine *engine, const char *model_dir) {
+  di_grammar *g = NULL, *compact = NULL, *tg = NULL;
+  di_sampling *sp = NULL;
+  di_session *s = NULL;
+  di_tokenizer *tok = NULL, *etok = NULL;
+  di_matcher *m = NULL;
+  static generation_out out;
+  int32_t vocab = 0, ids[64], flag = -1, eos = 1;
+  uint32_t mask[(4096 + 31) / 32];
+  size_t n = 0, len = 0;
+  char text[256];
+
+  /* Validation without compiling; errors name what is wrong. */
+  OK(di_grammar_validate(DI_GRAMMAR_REGEX, "[a-z]+", 6, 0, 0));
+  FAILS(di_grammar_validate(DI_GRAMMAR_REGEX, "[a-z", 4, 0, 0), DI_ERR_GRAMMAR);
+  FAILS(di_grammar_validate(DI_GRAMMAR_EBNF, "root ::= missing", 16, 0, 0), DI_ERR_GRAMMAR);
+  FAILS(di_grammar_validate(9, "x", 1, 0, 0), DI_ERR_INVALID_ARGUMENT);
+
+  /* A JSON Schema constrains a generation: the output is a complete match. */
+  if (!OK(di_grammar_compile(engine, DI_GRAMMAR_JSON_SCHEMA, kSchema, strlen(kSchema), &g))) return;
+  OK(di_grammar_compile_options(engine, DI_GRAMMAR_JSON_SCHEMA, kSchema, strlen(kSchema), DI_GRAMMAR_COMPACT_WHITESPACE, 0,
+                                &compact));
+  FAILS(di_grammar_compile(engine, DI_GRAMMAR_JSON_SCHEMA, "{\"type\": 5}", 11, &tg), DI_ERR_GRAMMAR);
+  OK(di_sampling_create(&sp));
+  OK(di_sampling_set_seed(sp, 3));
+  OK(di_sampling_set_max_tokens(sp, 64));
+  OK(di_sampling_set_grammar(sp, compact));
+  OK(di_session_create(engine, &s));
+  OK(di_session_add_text(s, "Person: ", 8, DI_TEXT_PLAIN));
+  if (generate(s, sp, 1, &out, 0)) {
+    CHECK(out.c[0].reason == DI_FINISH_STOP);
+    CHECK(out.c[0].text_len > 0 && out.c[0].text[0] == '{' && out.c[0].text[out.c[0].text_len - 1] == '}');
+    CHECK(memchr(out.c[0].text, ' ', out.c[0].text_len) == NULL || memchr(out.c[0].text, '"', out.c[0].text_len) != NULL);
+    /* A matcher agrees that the text is a complete instance. */
+    OK(di_matcher_create(compact, &m));
+    OK(di_matcher_accept_string(m, out.c[0].text, out.c[0].text_len));
+    OK(di_matcher_can_end(m, &flag));
+    CHECK(flag == 1);
+    di_matcher_free(m);
+  }
+  OK(di_sampling_set_grammar(sp, NULL));
+  di_grammar_free(compact);
+
+  /* Tokenizers: the engine's, and one loaded on its own. */
+  OK(di_engine_tokenizer(engine, &etok));
+  OK(di_tokenizer_create(model_dir, strlen(model_dir), &tok));
+  OK(di_tokenizer_vocab_size(tok, &vocab));
+  CHECK(vocab == 4096);
+  OK(di_tokenizer_encode(tok, "{\"name\"", 7, DI_TEXT_PLAIN, ids, 64, &n));
+  CHECK(n > 0);
+  OK(di_tokenizer_decode(etok, ids, n, 0, text, sizeof text, &len));
+  CHECK(len == 7 && memcmp(text, "{\"name\"", 7) == 0);
+
+  /* A matcher without a model: masks, tokens, rollback, termination. */
+  OK(di_grammar_compile_for_tokenizer(tok, 0, &eos, 1, DI_GRAMMAR_REGEX, "ab|abc", 6, 0, 0, &tg));
+  OK(di_matcher_create(tg, &m));
+  FAILS(di_matcher_fill_mask(m, mask, 1, &n), DI_ERR_BUFFER_TOO_SMALL);
+  CHECK(n == (4096 + 31) / 32);
+  OK(di_matcher_fill_mask(m, mask, n, &n));
+  CHECK((mask[1 / 32] & (1u << 1)) == 0); /* EOS: nothing matched yet */
+  OK(di_matcher_accept_string(m, "ab", 2));
+  OK(di_matcher_can_end(m, &flag));
+  CHECK(flag == 1);
+  OK(di_matcher_fill_mask(m, mask, n, &n));
+  CHECK((mask[1 / 32] & (1u << 1)) != 0); /* EOS allowed after "ab" */
+  FAILS(di_matcher_accept_string(m, "x", 1), DI_ERR_INVALID_ARGUMENT);
+  OK(di_matcher_rollback(m, 1));
+  OK(di_matcher_can_end(m, &flag));
+  CHECK(flag == 0);
+  OK(di_matcher_accept_string(m, "ab", 2));
+  OK(di_matcher_accept_token(m, eos));
+  OK(di_matcher_is_terminated(m, &flag));
+  CHECK(flag == 1);
+  OK(di_matcher_reset(m));
+  OK(di_matcher_is_terminated(m, &flag));
+  CHECK(flag == 0);
+  FAILS(di_matcher_accept_token(m, 5000), DI_ERR_INVALID_ARGUMENT);
+  di_matcher_free(m);
+  di_matcher_free(m);
+  FAILS(di_matcher_reset(m), DI_ERR_INVALID_HANDLE);
+
+  di_grammar_free(tg);
+  di_grammar_free(g);
+  di_tokenizer_free(tok);
+  di_tokenizer_free(etok);
+  di_session_free(s);
+  di_sampling_free(sp);
+}
+
 int main(int argc, char **argv) {
   static const char kPrompt[] = "Once upon a time, there was a little";
   di_engine_config *cfg = NULL;
@@ -535,6 +632,8 @@ int main(int argc, char **argv) {
     di_event *ev = NULL;
     FAILS(di_session_poll(s, 0, &ev), DI_ERR_INVALID_HANDLE);
   }
+
+  structured_outputs(engine, argv[1]);
 
   /* A session outlives its engine: its calls report DI_ERR_CLOSED. */
   di_engine_free(engine);
