@@ -6,6 +6,44 @@ namespace {
 
 constexpr int kMaxHc = 16;
 
+// Device copy of src/backend/random_fill.h (keep identical).
+__device__ __forceinline__ uint64_t random_bits(uint64_t seed, uint64_t i) {
+  uint64_t x = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+__device__ __forceinline__ float random_value(uint64_t seed, uint64_t i, float mean, float stddev) {
+  const float u = __fmul_rn(static_cast<float>(random_bits(seed, i) >> 40), 1.0f / 16777216.0f);
+  const float centred = __fsub_rn(__fmul_rn(2.0f, u), 1.0f);
+  const float spread = __fmul_rn(stddev, 1.7320508f);
+  return __fadd_rn(mean, __fmul_rn(spread, centred));
+}
+
+__global__ void fill_random_kernel(float* __restrict__ f, __nv_bfloat16* __restrict__ b, int64_t n, float mean, float stddev,
+                                   uint64_t seed) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float v = random_value(seed, static_cast<uint64_t>(i), mean, stddev);
+    if (f) f[i] = v;
+    if (b) b[i] = __float2bfloat16_rn(v);
+  }
+}
+
+__global__ void spin_kernel(int64_t ns) {
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (static_cast<int64_t>(t - t0) >= ns) break;
+  }
+}
+
 __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -97,6 +135,51 @@ __global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, 
     const float b = fminf(fmaxf(u[i], -limit), limit);
     g[i] = a / (1.0f + expf(-a)) * b;
   }
+}
+
+constexpr int kMixChunk = 512, kMixRows = 8, kMixMaxOut = 64;
+
+// grid (row tiles of kMixRows, column chunks of kMixChunk), 256 threads: partial[row][chunk][j].
+__global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restrict__ x, int64_t rows, int64_t K,
+                                                          const float* __restrict__ w, int n, int splits,
+                                                          float* __restrict__ partial) {
+  __shared__ float xs[kMixRows][kMixChunk];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kMixRows;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kMixChunk;
+  const int len = static_cast<int>(min(static_cast<int64_t>(kMixChunk), K - k0));
+  for (int i = threadIdx.x; i < kMixRows * kMixChunk; i += blockDim.x) {
+    const int r = i / kMixChunk, c = i % kMixChunk;
+    xs[r][c] = (r0 + r < rows && c < len) ? x[(r0 + r) * K + k0 + c] : 0.0f;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int j = warp; j < n; j += warps) {
+    const float* wj = w + static_cast<int64_t>(j) * K + k0;
+    float acc[kMixRows];
+#pragma unroll
+    for (int r = 0; r < kMixRows; ++r) acc[r] = 0.0f;
+    for (int c = lane; c < len; c += 32) {
+      const float wv = wj[c];
+#pragma unroll
+      for (int r = 0; r < kMixRows; ++r) acc[r] += wv * xs[r][c];
+    }
+#pragma unroll
+    for (int r = 0; r < kMixRows; ++r) acc[r] = warp_sum(acc[r]);
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kMixRows; ++r)
+        if (r0 + r < rows) partial[((r0 + r) * splits + blockIdx.y) * n + j] = acc[r];
+    }
+  }
+}
+
+__global__ void mix_reduce_kernel(const float* __restrict__ partial, int64_t rows, int n, int splits, float* __restrict__ out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * n) return;
+  const int64_t t = i / n, j = i % n;
+  float acc = 0.0f;
+  for (int s = 0; s < splits; ++s) acc += partial[(t * splits + s) * n + j];
+  out[i] = acc;
 }
 
 // One block per row: the row's inverse RMS over all hc*d values.
@@ -198,6 +281,19 @@ cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
+  if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
+  const unsigned b = blocks_for(n, 256);
+  fill_random_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t spin(int64_t ns, cudaStream_t s) {
+  if (ns <= 0) return cudaSuccess;
+  spin_kernel<<<1, 1, 0, s>>>(ns);
+  return cudaGetLastError();
+}
+
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
                   int64_t rows, float* out, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -249,6 +345,21 @@ cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
   swiglu_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(g, u, n, limit);
+  return cudaGetLastError();
+}
+
+int mix_gemm_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
+
+cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, float* out,
+                     cudaStream_t s) {
+  if (rows <= 0 || K <= 0 || n <= 0) return cudaSuccess;
+  if (n > kMixMaxOut) return cudaErrorInvalidValue;
+  const int splits = mix_gemm_splits(K);
+  const int64_t tiles = (rows + kMixRows - 1) / kMixRows;
+  if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
+  mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, 0, s>>>(x, rows, K, w, n, splits,
+                                                                                                      partial);
+  mix_reduce_kernel<<<blocks_for(rows * n, 256), 256, 0, s>>>(partial, rows, n, splits, out);
   return cudaGetLastError();
 }
 

@@ -55,6 +55,12 @@ struct CompressJob {
 
 // --- elementwise / row ops (basic.cu)
 cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s);
+// Element i = mean + stddev * u(seed, i), u uniform with unit variance (src/backend/random_fill.h
+// computes the same values on the host). Writes f32 and/or bf16 (either may be null).
+cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s);
+// Keeps one multiprocessor busy for about `ns` nanoseconds (lets the host queue work ahead when
+// timing ops with events).
+cudaError_t spin(int64_t ns, cudaStream_t s);
 // out[r] = table[tokens[r]] (bf16 table, or fp32 when table_b16 is null)
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
                   int64_t rows, float* out, cudaStream_t s);
@@ -69,6 +75,14 @@ cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64
 // g = silu(min(g, limit)) * clamp(u, -limit, limit), in place on g
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
 
+// out[t, j] = sum_k x[t, k] w[j, k] for a few outputs (n <= 64), all fp32: the hyper-connection mixes
+// (n = (2 + hc) hc and hc), where a general GEMM library leaves most of the GPU idle. Deterministic:
+// partial sums over column chunks (partial: rows * mix_gemm_splits(K) * n floats), then their sum
+// in chunk order.
+int mix_gemm_splits(int64_t K);
+cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, float* out,
+                     cudaStream_t s);
+
 // Hyper-connections. `mix` holds streams @ fn^T of the raw (un-normalised) streams; the kernels apply
 // the unweighted RMS norm of each row to it.
 cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
@@ -82,18 +96,23 @@ cudaError_t hc_head(const float* streams, const float* mix, int64_t rows, int hc
 // --- model state (state.cu)
 // Pools each closing window of `jobs` into one normalised, rotated entry (reads this step's kv/gate
 // rows and the ring of earlier steps). Run before compress_ring_write of the same step.
+// Launches max_jobs blocks; those at or past *n_jobs (device) do nothing, so that a captured graph
+// serves steps with any number of closing windows up to max_jobs.
 cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
-                          RopeDev rope, bool indexer, const CompressJob* jobs, int n_jobs, BatchDev b, StateDev st,
-                          LayerDev L, cudaStream_t s);
+                          RopeDev rope, bool indexer, const CompressJob* jobs, const int32_t* n_jobs, int max_jobs,
+                          BatchDev b, StateDev st, LayerDev L, cudaStream_t s);
 // Stores this step's last ring_rows kv | gate+ape rows into each sequence's compressor ring.
 cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
                                 StateDev st, LayerDev L, cudaStream_t s);
 // Appends this step's kv rows to each sequence's sliding-window ring.
 cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, cudaStream_t s);
 // Sliding window + compressed entries (all visible ones, or `selected` [rows, sel_cols] when given)
-// with per-head sinks. head_dim <= 512.
+// with per-head sinks. head_dim <= 512. n_splits > 1 shares each (row, head)'s keys among that many
+// blocks (for small batches, where rows x heads blocks leave the GPU idle) and merges them after;
+// partial then holds rows * heads * n_splits * (head_dim + 2) floats.
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
-                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s);
+                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits = 1,
+                      float* partial = nullptr);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
@@ -123,6 +142,11 @@ struct MoePlan {
   int32_t max_tiles;    // ceil(entries / kMoeTileRows) + min(n_exp, entries)
 };
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
+// Which expert GEMM kernel moe_gate_up / moe_down launch: 2 (pipelined, the default) or 1 (the
+// first version, kept for comparison). The environment variable DEEPINFER_MOE_KERNEL sets the
+// initial choice.
+int moe_kernel_version();
+void set_moe_kernel_version(int v);
 // xperm[pos[e]] = bf16(x[e / top_k])
 cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
                        cudaStream_t s);

@@ -5,6 +5,7 @@
 #include <mma.h>
 
 #include <climits>
+#include <cstdlib>
 
 namespace deepinfer::kernels {
 namespace {
@@ -229,6 +230,149 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
   }
 }
 
+// --- v2: the same tiles, operands streamed through a kStages-deep cp.async pipeline (16-byte copies,
+// zero-filled past the matrix) so that each multiprocessor keeps tens of KB of weight loads in
+// flight: decode is bound by reading expert weights, and v1's synchronous loads left the memory
+// system idle between k-steps.
+constexpr int kV2BK = 64, kV2Lds = kV2BK + 8, kStages = 4;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <bool kGateUp>
+constexpr int v2_stage_elems() {
+  return kBM * kV2Lds + (kGateUp ? 2 : 1) * kBN * kV2Lds;
+}
+template <bool kGateUp>
+constexpr size_t v2_smem_bytes() {
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(kStages) * v2_stage_elems<kGateUp>();
+}
+
+// grid (tiles, N / kBN), 128 threads; K % 8 == 0 and 16-byte aligned operands.
+template <bool kGateUp>
+__global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0,
+                                                          const __nv_bfloat16* __restrict__ W1, int64_t K, int64_t N, float limit,
+                                                          const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                                                          __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
+  using namespace nvcuda;
+  constexpr int NW = kGateUp ? 2 : 1;
+  constexpr int kAElems = kBM * kV2Lds, kBElems = kBN * kV2Lds, kStage = v2_stage_elems<kGateUp>();
+  static_assert(sizeof(float) * NW * kBM * kCld <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* sm = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
+  const int4 t = tiles[blockIdx.x];
+  const int e = t.x, r0 = t.y, r1 = t.z;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
+  const __nv_bfloat16* Wb[NW];
+  Wb[0] = W0 + static_cast<int64_t>(e) * N * K;
+  if constexpr (kGateUp) Wb[NW - 1] = W1 + static_cast<int64_t>(e) * N * K;
+
+  const int ktiles = static_cast<int>((K + kV2BK - 1) / kV2BK);
+  auto load_stage = [&](int stage, int kt) {
+    __nv_bfloat16* As = sm + stage * kStage;
+    __nv_bfloat16* Bs = As + kAElems;
+    const int64_t k0 = static_cast<int64_t>(kt) * kV2BK;
+#pragma unroll
+    for (int j = 0; j < (kBM * kV2BK / 8) / 128; ++j) {  // A: 32 x 64 in 16-byte pieces
+      const int idx = tid + 128 * j, row = idx >> 3, col = (idx & 7) * 8;
+      const bool valid = r0 + row < r1 && k0 + col < K;
+      cp_async16(As + row * kV2Lds + col, valid ? A + static_cast<int64_t>(r0 + row) * K + k0 + col : A, valid);
+    }
+#pragma unroll
+    for (int w = 0; w < NW; ++w)
+#pragma unroll
+      for (int j = 0; j < (kBN * kV2BK / 8) / 128; ++j) {  // W: 64 x 64
+        const int idx = tid + 128 * j, row = idx >> 3, col = (idx & 7) * 8;
+        const bool valid = n0 + row < N && k0 + col < K;
+        cp_async16(Bs + w * kBElems + row * kV2Lds + col, valid ? Wb[w] + (n0 + row) * K + k0 + col : Wb[w], valid);
+      }
+  };
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW][2];
+#pragma unroll
+  for (int w = 0; w < NW; ++w)
+#pragma unroll
+    for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[w][f], 0.0f);
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ktiles) load_stage(st, st);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kStages - 2>();  // stage kt has landed (this thread's copies)
+    __syncthreads();               // ... everyone's; and everyone is done with the stage refilled next
+    const int nk = kt + kStages - 1;
+    if (nk < ktiles) load_stage(nk % kStages, nk);
+    cp_async_commit();
+    const __nv_bfloat16* As = sm + (kt % kStages) * kStage;
+    const __nv_bfloat16* Bs = As + kAElems;
+#pragma unroll
+    for (int kk = 0; kk < kV2BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
+      wmma::load_matrix_sync(af, As + wm * 16 * kV2Lds + kk, kV2Lds);
+#pragma unroll
+      for (int w = 0; w < NW; ++w)
+#pragma unroll
+        for (int f = 0; f < 2; ++f) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bfr;
+          wmma::load_matrix_sync(bfr, Bs + w * kBElems + (wn * 32 + f * 16) * kV2Lds + kk, kV2Lds);
+          wmma::mma_sync(acc[w][f], af, bfr, acc[w][f]);
+        }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline buffers become the epilogue's
+  float* Cs = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int w = 0; w < NW; ++w)
+#pragma unroll
+    for (int f = 0; f < 2; ++f)
+      wmma::store_matrix_sync(Cs + w * kBM * kCld + wm * 16 * kCld + wn * 32 + f * 16, acc[w][f], kCld, wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = tid; idx < kBM * kBN; idx += 128) {
+    const int r = idx / kBN, c = idx % kBN;
+    const int64_t row = r0 + r, col = n0 + c;
+    if (row >= r1 || col >= N) continue;
+    if constexpr (kGateUp) {
+      const float a = fminf(Cs[r * kCld + c], limit);
+      const float u = fminf(fmaxf(Cs[kBM * kCld + r * kCld + c], -limit), limit);
+      H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
+    } else {
+      Y[row * N + col] = Cs[r * kCld + c];
+    }
+  }
+}
+
+template <bool kGateUp>
+cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
+                          int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
+  static bool attr_set = false;  // raising the dynamic shared-memory limit once per kernel
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(v2_smem_bytes<kGateUp>()));
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  moe_gemm_v2_kernel<kGateUp><<<grid, 128, v2_smem_bytes<kGateUp>(), s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
+  return cudaGetLastError();
+}
+
+bool v2_usable(const void* a, const void* w0, const void* w1, int64_t K) {
+  auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return K % 8 == 0 && al(a) && al(w0) && al(w1);
+}
+
 // fp32 variant for the backend's fp32 reference mode: one output column per thread, plain FMAs.
 template <bool kGateUp>
 __global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restrict__ A, const float* __restrict__ W0,
@@ -281,6 +425,20 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
 
 }  // namespace
 
+namespace {
+int g_moe_kernel = 0;  // 0: not yet read from DEEPINFER_MOE_KERNEL
+}
+
+int moe_kernel_version() {
+  if (g_moe_kernel == 0) {
+    const char* v = std::getenv("DEEPINFER_MOE_KERNEL");
+    g_moe_kernel = v && std::atoi(v) == 1 ? 1 : 2;
+  }
+  return g_moe_kernel;
+}
+
+void set_moe_kernel_version(int v) { g_moe_kernel = v == 1 ? 1 : 2; }
+
 cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid, int64_t table_rows,
                   const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts, float* weights,
                   cudaStream_t s) {
@@ -316,6 +474,10 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
   const int64_t nb = (inter + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
+  if (moe_kernel_version() >= 2 && v2_usable(xperm, w1, w3, d))
+    return launch_moe_v2<true>(grid, s, reinterpret_cast<const __nv_bfloat16*>(xperm), reinterpret_cast<const __nv_bfloat16*>(w1),
+                               reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, tiles, n_tiles,
+                               reinterpret_cast<__nv_bfloat16*>(h), nullptr);
   moe_gemm_kernel<true><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(xperm), reinterpret_cast<const __nv_bfloat16*>(w1),
                                              reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, tiles, n_tiles,
                                              reinterpret_cast<__nv_bfloat16*>(h), nullptr);
@@ -328,6 +490,9 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
   const int64_t nb = (d + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
+  if (moe_kernel_version() >= 2 && v2_usable(h, w2, nullptr, inter))
+    return launch_moe_v2<false>(grid, s, reinterpret_cast<const __nv_bfloat16*>(h), reinterpret_cast<const __nv_bfloat16*>(w2), nullptr,
+                                inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   moe_gemm_kernel<false><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(h), reinterpret_cast<const __nv_bfloat16*>(w2),
                                               nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();

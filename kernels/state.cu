@@ -18,9 +18,11 @@ __device__ __forceinline__ const float* entry_ptr(const BatchDev& b, const State
 // One block per closing window.
 __global__ void compress_pool_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
                                      const float* __restrict__ norm, float norm_eps, RopeDev rope, bool indexer,
-                                     const CompressJob* __restrict__ jobs, BatchDev b, StateDev st, LayerDev L) {
+                                     const CompressJob* __restrict__ jobs, const int32_t* __restrict__ n_jobs, BatchDev b,
+                                     StateDev st, LayerDev L) {
   extern __shared__ float entry[];
   __shared__ float red[32];
+  if (static_cast<int>(blockIdx.x) >= *n_jobs) return;
   const CompressJob job = jobs[blockIdx.x];
   const SeqInfo sq = b.seqs[job.seq];
   const int dim = indexer ? L.index_dim : L.head_dim;
@@ -122,15 +124,18 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
                                                                     const float* __restrict__ sinks,
                                                                     const int32_t* __restrict__ selected, int64_t sel_cols,
                                                                     int heads, BatchDev b, StateDev st, LayerDev L,
-                                                                    float* __restrict__ out) {
+                                                                    float* __restrict__ out, int n_splits,
+                                                                    float* __restrict__ part) {
   extern __shared__ float smem[];
   const int hd = L.head_dim;
   float* qs = smem;                       // [hd]
   float* accs = smem + hd;                // [warps][hd]
   float* ms = accs + kAttnWarps * hd;     // [warps]
   float* ls = ms + kAttnWarps;            // [warps]
-  const int64_t r = blockIdx.x / heads;
-  const int h = static_cast<int>(blockIdx.x % heads);
+  const int split = static_cast<int>(blockIdx.x % n_splits);
+  const int64_t rh = blockIdx.x / n_splits;
+  const int64_t r = rh / heads;
+  const int h = static_cast<int>(rh % heads);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const SeqInfo sq = b.seqs[b.row_seq[r]];
   const int32_t p = b.positions[r];
@@ -150,7 +155,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) acc[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t j = warp; j < total; j += kAttnWarps) {
+  // With n_splits > 1 this block takes one contiguous share of the keys.
+  const int64_t share = (total + n_splits - 1) / n_splits;
+  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  for (int64_t j = j_begin + warp; j < j_end; j += kAttnWarps) {
     const float* key;
     if (j < n_win) {
       const int32_t pos = lo + static_cast<int32_t>(j);
@@ -191,6 +199,28 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
     ls[warp] = l;
   }
   __syncthreads();
+  if (n_splits > 1) {  // this share's unnormalised sum, its max and its denominator; the sink joins in the combine
+    float mx = -INFINITY;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (ls[w] > 0.0f) mx = fmaxf(mx, ms[w]);
+    float denom = 0.0f;
+    float f[kAttnWarps];
+    for (int w = 0; w < kAttnWarps; ++w) {
+      f[w] = ls[w] > 0.0f ? expf(ms[w] - mx) : 0.0f;
+      denom += ls[w] * f[w];
+    }
+    float* pp = part + static_cast<int64_t>(blockIdx.x) * (hd + 2);
+    for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+      float v = 0.0f;
+      for (int w = 0; w < kAttnWarps; ++w) v += accs[w * hd + c] * f[w];
+      pp[c] = v;
+    }
+    if (threadIdx.x == 0) {
+      pp[hd] = mx;
+      pp[hd + 1] = denom;
+    }
+    return;
+  }
   const float sink = sinks[h];
   float mx = sink;
   for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, ms[w]);
@@ -204,6 +234,32 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
   for (int c = threadIdx.x; c < hd; c += blockDim.x) {
     float v = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) v += accs[w * hd + c] * f[w];
+    o[c] = v / denom;
+  }
+}
+
+// One block per (row, head): merges the key shares of attention_kernel with the sink.
+__global__ void attention_combine_kernel(const float* __restrict__ part, const float* __restrict__ sinks, int heads, int hd,
+                                         int n_splits, float* __restrict__ out) {
+  const int64_t rh = blockIdx.x;
+  const int h = static_cast<int>(rh % heads);
+  const float* pp = part + rh * n_splits * (hd + 2);
+  const float sink = sinks[h];
+  float mx = sink;
+  for (int s = 0; s < n_splits; ++s)
+    if (pp[s * (hd + 2) + hd + 1] > 0.0f) mx = fmaxf(mx, pp[s * (hd + 2) + hd]);
+  float denom = expf(sink - mx);
+  for (int s = 0; s < n_splits; ++s) {
+    const float l = pp[s * (hd + 2) + hd + 1];
+    if (l > 0.0f) denom += l * expf(pp[s * (hd + 2) + hd] - mx);
+  }
+  float* o = out + rh * hd;
+  for (int c = threadIdx.x; c < hd; c += blockDim.x) {
+    float v = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float l = pp[s * (hd + 2) + hd + 1];
+      if (l > 0.0f) v += pp[s * (hd + 2) + c] * expf(pp[s * (hd + 2) + hd] - mx);
+    }
     o[c] = v / denom;
   }
 }
@@ -353,11 +409,12 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
 }  // namespace
 
 cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
-                          RopeDev rope, bool indexer, const CompressJob* jobs, int n_jobs, BatchDev b, StateDev st,
-                          LayerDev L, cudaStream_t s) {
-  if (n_jobs <= 0) return cudaSuccess;
+                          RopeDev rope, bool indexer, const CompressJob* jobs, const int32_t* n_jobs, int max_jobs,
+                          BatchDev b, StateDev st, LayerDev L, cudaStream_t s) {
+  if (max_jobs <= 0) return cudaSuccess;
   const int dim = indexer ? L.index_dim : L.head_dim;
-  compress_pool_kernel<<<n_jobs, 128, dim * sizeof(float), s>>>(kv, gate, ape, norm, norm_eps, rope, indexer, jobs, b, st, L);
+  compress_pool_kernel<<<max_jobs, 128, dim * sizeof(float), s>>>(kv, gate, ape, norm, norm_eps, rope, indexer, jobs, n_jobs, b,
+                                                                    st, L);
   return cudaGetLastError();
 }
 
@@ -375,16 +432,19 @@ cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, c
 }
 
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
-                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s) {
+                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits,
+                      float* partial) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   const int hd = L.head_dim;
-  if (hd <= 0 || hd > 512) return cudaErrorInvalidValue;
+  if (hd <= 0 || hd > 512 || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * (static_cast<size_t>(hd) * (1 + kAttnWarps) + 2 * kAttnWarps);
-  const unsigned grid = static_cast<unsigned>(static_cast<int64_t>(b.rows) * heads);
+  const int64_t rh = static_cast<int64_t>(b.rows) * heads;
+  const unsigned grid = static_cast<unsigned>(rh * n_splits);
   if (hd <= 128)
-    attention_kernel<4><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out);
+    attention_kernel<4><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
   else
-    attention_kernel<16><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out);
+    attention_kernel<16><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
+  if (n_splits > 1) attention_combine_kernel<<<static_cast<unsigned>(rh), 128, 0, s>>>(partial, sinks, heads, hd, n_splits, out);
   return cudaGetLastError();
 }
 

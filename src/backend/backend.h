@@ -3,7 +3,7 @@
 // contract on the GPU. Activations are fp32 row-major matrices, one row per token of the batch.
 //
 // A forward runs between begin_forward(batch) and the last op; tensors from scratch() live until the
-// next begin_forward. Ops that read or write model state (compress, indexer_topk, attention,
+// next begin_forward, or until scratch_release() of a mark taken before them. Ops that read or write model state (compress, indexer_topk, attention,
 // window_update) use the batch's sequences (slot, past length, block table) and the StateLayout
 // given to allocate_state.
 #pragma once
@@ -28,6 +28,26 @@ struct Tensor {
 struct IntTensor {
   int32_t* data = nullptr;
   int64_t rows = 0, cols = 0;
+};
+
+// A position in the scratch stack (see Backend::scratch_mark).
+struct ScratchMark {
+  size_t a = 0, b = 0;
+};
+
+// Device time of one kind of op over the forwards profiled (Backend::take_op_profile).
+struct OpTime {
+  std::string op;  // op name, with the weight's shape for products ("linear 1024x4096")
+  int64_t calls = 0;
+  double ms = 0;
+};
+
+// The two ceilings a benchmark compares against, measured on the device.
+struct DeviceCeilings {
+  std::string device;          // e.g. "NVIDIA H100 80GB HBM3"
+  double copy_bytes_per_s = 0;  // device-to-device copy, bytes read + written per second
+  double bf16_flops = 0;        // bf16 matrix product (fp32 accumulation), FLOP/s
+  int64_t memory_bytes = 0;     // total device memory
 };
 
 // A weight in backend memory: `count` matrices of [rows, cols] (count > 1 for stacked experts).
@@ -93,16 +113,30 @@ class Backend {
   virtual Result<std::unique_ptr<DeviceWeight>> upload_stacked(const std::vector<WeightSource>& ws) = 0;
   virtual Result<std::unique_ptr<DeviceWeight>> upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) = 0;
   virtual Result<std::unique_ptr<DeviceWeight>> upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) = 0;
+  // A synthetic weight made on the backend (no host data): `count` stacked [rows, cols] matrices of
+  // mean + stddev * u, u uniform with unit variance, from a counter-based hash of (seed, element
+  // index) (random_fill.h), so every backend makes the same values (the CUDA backend then rounds
+  // matrices to bf16 as it rounds any weight). For models built from a config alone (benchmarks).
+  virtual Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean,
+                                                             float stddev, uint64_t seed) = 0;
 
   // --- model state: zero-filled storage for n_slots slot records and n_blocks blocks.
   virtual Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) = 0;
   // Zeroes one slot record (a new sequence starts from empty state).
   virtual void reset_slot(int slot) = 0;
+  // Fills every slot record and block with values uniform in [-1, 1): a synthetic context, so that a
+  // benchmark can decode at a long context without prefilling it (decode cost does not depend on
+  // what the state holds).
+  virtual Result<void> randomize_state(uint64_t seed) = 0;
 
   // --- one forward
   virtual Result<void> begin_forward(const ForwardBatch& batch) = 0;
-  virtual Tensor scratch(int64_t rows, int64_t cols) = 0;
+  virtual Tensor scratch(int64_t rows, int64_t cols) = 0;  // zero-filled
   virtual IntTensor scratch_int(int64_t rows, int64_t cols) = 0;
+  // Like scratch / scratch_int for a tensor the next op writes in full: its contents are unspecified
+  // until then, so a backend may skip the zero fill (one launch fewer per tensor on a GPU).
+  virtual Tensor scratch_uninit(int64_t rows, int64_t cols) { return scratch(rows, cols); }
+  virtual IntTensor scratch_int_uninit(int64_t rows, int64_t cols) { return scratch_int(rows, cols); }
   virtual Result<void> read(Tensor t, float* host) = 0;
   // Host <-> backend copies of whole tensors (tests, and inputs that do not come from the batch).
   // They complete before returning.
@@ -112,6 +146,35 @@ class Backend {
   // Bytes of backend memory still free for model state and scratch (device memory on a GPU);
   // -1 when the backend does not know (host memory).
   virtual int64_t free_memory_bytes() const { return -1; }
+  // Waits until the work enqueued so far is done; returns an error an op kept (see the CUDA backend).
+  virtual Result<void> finish() { return ok(); }
+
+  // Scratch scopes: scratch_release(m) frees every scratch tensor taken after m = scratch_mark()
+  // (stack order; tensors taken before m stay valid). Lets a forward reuse the memory of one
+  // sublayer's intermediates for the next.
+  virtual ScratchMark scratch_mark() = 0;
+  virtual void scratch_release(ScratchMark m) = 0;
+
+  // --- performance tools (no-ops where a backend has none)
+  // Per-op device timing of the forwards run while on (forces eager execution on the GPU).
+  virtual void set_op_profiling(bool on) { (void)on; }
+  // The times gathered since profiling was switched on, largest first; resets them.
+  virtual Result<std::vector<OpTime>> take_op_profile() { return std::vector<OpTime>{}; }
+  // Decode steps replayed as captured CUDA graphs (off until set; only for callers whose forwards
+  // run the same ops for batches of the same shape, as DeepseekV4::forward does: ModelRunner turns
+  // them on). DEEPINFER_CUDA_GRAPHS=0 in the environment keeps them off.
+  virtual void set_graphs(bool on) { (void)on; }
+  // Backend-specific knobs for experiments (the CUDA backend: "moe_kernel" = 1 or 2). False when
+  // the backend does not know the name.
+  virtual bool set_option(const std::string& name, int value) {
+    (void)name;
+    (void)value;
+    return false;
+  }
+  // Measures memory bandwidth and matrix rate (kUnsupported where the backend cannot).
+  virtual Result<DeviceCeilings> measure_ceilings() {
+    return make_error(Code::kUnsupported, "{} does not measure hardware ceilings", name());
+  }
 
   // out[r] = table[token of row r]
   virtual void embed(const DeviceWeight& table, Tensor out) = 0;

@@ -64,4 +64,23 @@ Result<std::unique_ptr<DeepseekV4>> load_model_with_progress(const std::string& 
   return model;
 }
 
+namespace {
+std::string g_command_line;
+}
+
+void set_command_line(int argc, char** argv) {
+  g_command_line.clear();
+  for (int i = 0; i < argc; ++i) {
+    if (i) g_command_line += ' ';
+    std::string a = argv[i];
+    if (i == 0) {
+      const size_t slash = a.rfind('/');
+      if (slash != std::string::npos) a = a.substr(slash + 1);
+    }
+    g_command_line += a;
+  }
+}
+
+const std::string& command_line() { return g_command_line; }
+
 }  // namespace deepinfer::cli

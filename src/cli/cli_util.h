@@ -17,5 +17,8 @@ Result<std::vector<int32_t>> read_token_ids(const std::string& path);
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device);
 Result<std::unique_ptr<DeepseekV4>> load_model_with_progress(const std::string& dir, Backend& backend);
+// The process's command line, as main received it (for reports).
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
 
 }  // namespace deepinfer::cli

@@ -13,5 +13,7 @@ void add_generate_command(CLI::App& app, int& exit_code);
 void add_chat_command(CLI::App& app, int& exit_code);
 // `tokenize` and `detokenize` (cmd_tokenize.cpp).
 void add_tokenize_commands(CLI::App& app, int& exit_code);
+// `bench`: offline throughput and latency against the hardware ceilings (cmd_bench.cpp).
+void add_bench_command(CLI::App& app, int& exit_code);
 
 }  // namespace deepinfer::cli

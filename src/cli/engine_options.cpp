@@ -16,6 +16,7 @@ void EngineOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--model", model, "Model directory (default: $DEEPINFER_MODEL, else the bundled demo model)")->capture_default_str();
   cmd.add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--dummy-weights", dummy_weights, "Random weights from the model's config alone (no checkpoint; output is noise)");
   cmd.add_option("--temperature", temperature, "Sampling temperature; 0 = greedy")->group("Sampling");
   cmd.add_option("--top-k", top_k, "Keep the k most likely tokens (0: off)")->group("Sampling");
   cmd.add_option("--top-p", top_p, "Nucleus sampling mass in (0, 1]")->group("Sampling");
@@ -39,6 +40,7 @@ Result<std::shared_ptr<Engine>> EngineOptions::open_engine() const {
   cfg.model_path = model;
   cfg.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
   cfg.threads = threads;
+  cfg.dummy_weights = dummy_weights;
   std::fprintf(stderr, "loading %s ...", model.c_str());
   std::fflush(stderr);
   auto t0 = std::chrono::steady_clock::now();

@@ -18,6 +18,7 @@ struct EngineOptions {
   std::string model;
   std::string device = "auto";
   int threads = 0;
+  bool dummy_weights = false;
   // Sampling; unset flags keep the model's generation_config.json defaults.
   std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
   std::optional<int> top_k, max_tokens, min_tokens, n, logprobs;

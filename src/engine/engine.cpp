@@ -76,8 +76,14 @@ Result<void> Engine::start() {
   }
   if (!backend_) backend_ = make_cpu_backend(config_.threads);
   log(LogLevel::kInfo, "loading model {} on {}", config_.model_path, backend_->name());
-  DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_));
-  model_ = std::move(model);
+  if (config_.dummy_weights) {
+    DI_TRY(mc, DeepseekV4::read_config(config_.model_path));
+    DI_TRY(model, DeepseekV4::random(mc, *backend_, 0));
+    model_ = std::move(model);
+  } else {
+    DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_));
+    model_ = std::move(model);
+  }
   model_config_ = model_->config();
 
   std::error_code ec;
@@ -101,6 +107,11 @@ Result<void> Engine::start() {
   ro.max_sequences = config_.max_sequences;
   ro.state_bytes = static_cast<int64_t>(config_.state_memory);
   ro.max_context = std::min<int64_t>(max_context_, 4096);
+  if (config_.state_memory == 0 && backend_->free_memory_bytes() > 0) {
+    // A GPU: the block pool holds every sequence's whole context, as far as free memory allows.
+    ro.max_context = max_context_;
+    ro.free_memory_fraction = 0.9;
+  }
   DI_TRY(runner, ModelRunner::create(*model_, *backend_, ro));
   runner_ = std::move(runner);
   capacity_tokens_ = runner_->capacity_tokens();

@@ -18,6 +18,9 @@ struct EngineConfig {
   uint64_t state_memory = 0;        // bytes of the block pool; 0 = automatic
   int32_t max_batched_tokens = 2048;
   std::optional<uint64_t> seed;     // the engine's seed source for generations without a seed
+  // Build the model from its config alone (model_path: a directory with config.json, or the file)
+  // with random weights made on the device: benchmarks of a model shape without its checkpoint.
+  bool dummy_weights = false;
 };
 
 }  // namespace deepinfer

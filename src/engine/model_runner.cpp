@@ -13,7 +13,14 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(DeepseekV4& model, Back
   const int64_t block_bytes = static_cast<int64_t>(std::max<size_t>(layout.block_floats, 1) * sizeof(float));
   int64_t blocks = o.state_bytes > 0 ? o.state_bytes / block_bytes
                                      : static_cast<int64_t>(o.max_sequences) * layout.blocks_for(o.max_context);
+  const int64_t free_bytes = backend.free_memory_bytes();
+  if (o.state_bytes <= 0 && o.free_memory_fraction > 0 && free_bytes > 0) {
+    const double budget = std::max(0.0, static_cast<double>(free_bytes - o.reserve_bytes) * o.free_memory_fraction);
+    const int64_t slot_bytes = static_cast<int64_t>(layout.slot_floats * sizeof(float)) * o.max_sequences;
+    blocks = std::min<int64_t>(blocks, static_cast<int64_t>((budget - static_cast<double>(slot_bytes)) / static_cast<double>(block_bytes)));
+  }
   blocks = std::clamp<int64_t>(blocks, 1, INT32_MAX / 2);
+  backend.set_graphs(o.graphs);
   DI_TRYV(backend.allocate_state(layout, o.max_sequences, static_cast<int32_t>(blocks)));
   return std::unique_ptr<ModelRunner>(new ModelRunner(model, backend, std::move(layout), o.max_sequences, static_cast<int32_t>(blocks)));
 }
@@ -26,6 +33,16 @@ Result<int32_t> ModelRunner::open_sequence() {
   if (id == static_cast<int32_t>(seqs_.size())) seqs_.emplace_back();
   seqs_[id] = Sequence{true, slot, 0, {}};
   return id;
+}
+
+Result<void> ModelRunner::set_synthetic_length(int32_t id, int32_t n) {
+  if (id < 0 || id >= static_cast<int32_t>(seqs_.size()) || !seqs_[id].open)
+    return make_error(Code::kInternal, "unknown sequence {}", id);
+  if (n < 0) return make_error(Code::kInvalidArgument, "negative length {}", n);
+  Sequence& s = seqs_[id];
+  DI_TRYV(pool_.grow(s.blocks, layout_.blocks_for(n)));
+  s.length = n;
+  return ok();
 }
 
 void ModelRunner::close_sequence(int32_t id) {

@@ -18,6 +18,11 @@ struct RunnerOptions {
   int64_t state_bytes = 0;         // block pool size; 0: enough for max_context tokens per sequence
   int64_t max_context = 4096;      // used when state_bytes is 0
   int32_t block_tokens = 0;        // 0: the model's default
+  // With state_bytes 0 on a backend that knows its free memory (a GPU): the pool takes at most this
+  // fraction of what is free after `reserve_bytes` (scratch of the forwards); 0 keeps it unbounded.
+  double free_memory_fraction = 0.0;
+  int64_t reserve_bytes = int64_t(4) << 30;
+  bool graphs = true;              // let the backend replay decode steps as captured graphs
 };
 
 class ModelRunner {
@@ -36,6 +41,9 @@ class ModelRunner {
   // Frees its blocks and empties its state but keeps the slot (the sequence restarts at length 0).
   void reset_sequence(int32_t id);
   int32_t length(int32_t id) const { return seqs_[id].length; }
+  // Benchmarks: the sequence goes on as if `n` tokens had been processed (its blocks grow to hold
+  // them); its state is whatever the backend holds there, e.g. after Backend::randomize_state.
+  Result<void> set_synthetic_length(int32_t id, int32_t n);
   int32_t blocks_held(int32_t id) const { return static_cast<int32_t>(seqs_[id].blocks.size()); }
 
   struct Feed {

@@ -3,8 +3,12 @@
 #include "model/safetensors.h"
 #include "model/weight_catalog.h"
 
+#include "backend/random_fill.h"
+
+#include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 namespace deepinfer {
 
@@ -23,30 +27,155 @@ struct DeepseekV4::Layer {
   WeightPtr shared_w1, shared_w2, shared_w3;
 };
 
+// Where the weights come from: a checkpoint, or random values made on the backend.
+class DeepseekV4::WeightProvider {
+ public:
+  virtual ~WeightProvider() = default;
+  virtual bool has(const std::string& name) const = 0;
+  virtual Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) = 0;
+  // count matrices named prefix + i + "." + suffix, stacked.
+  virtual Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
+                                    int64_t cols) = 0;
+  virtual Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) = 0;
+  virtual Result<void> done() = 0;
+};
+
+namespace {
+
+class CheckpointWeights final : public DeepseekV4::WeightProvider {
+ public:
+  CheckpointWeights(Checkpoint ckpt, Backend& be, int block_rows, int block_cols)
+      : ckpt_(std::move(ckpt)), cat_(ckpt_, block_rows, block_cols), be_(be) {}
+  bool has(const std::string& name) const override { return cat_.has(name); }
+  Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) override {
+    DI_TRY(src, cat_.matrix(name, rows, cols));
+    return be_.upload(src);
+  }
+  Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
+                            int64_t cols) override {
+    std::vector<WeightSource> ws;
+    for (int64_t x = 0; x < count; ++x) {
+      DI_TRY(src, cat_.matrix(prefix + std::to_string(x) + "." + suffix, rows, cols));
+      ws.push_back(std::move(src));
+    }
+    return be_.upload_stacked(ws);
+  }
+  Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) override {
+    return cat_.int_table(name, rows, cols);
+  }
+  Result<void> done() override { return cat_.check_all_used(); }
+
+ private:
+  Checkpoint ckpt_;
+  WeightCatalog cat_;
+  Backend& be_;
+};
+
+uint64_t name_hash(const std::string& s) {  // FNV-1a
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Random weights scaled so that activations stay finite and of order one through any depth: matrices
+// uniform with variance 1/fan_in, norm weights near 1, hyper-connection and router parameters small.
+class RandomWeights final : public DeepseekV4::WeightProvider {
+ public:
+  RandomWeights(Backend& be, uint64_t seed) : be_(be), seed_(seed) {}
+  bool has(const std::string&) const override { return true; }
+  Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) override {
+    const auto [mean, stddev] = init(name, cols);
+    return be_.random_weight(1, rows, cols, mean, stddev, seed_ ^ name_hash(name));
+  }
+  Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
+                            int64_t cols) override {
+    return be_.random_weight(count, rows, cols, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)),
+                             seed_ ^ name_hash(prefix + "*." + suffix));
+  }
+  // Rows of distinct experts.
+  Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) override {
+    std::vector<int32_t> t(static_cast<size_t>(rows * cols));
+    const uint64_t seed = seed_ ^ name_hash(name);
+    const int64_t n_exp = experts_;
+    if (n_exp < cols) return make_error(Code::kInternal, "{}: {} distinct experts of {}", name, cols, n_exp);
+    for (int64_t r = 0; r < rows; ++r) {
+      uint64_t draw = static_cast<uint64_t>(r) * 1024;
+      for (int64_t c = 0; c < cols; ++c) {
+        int32_t e;
+        bool dup;
+        do {
+          e = static_cast<int32_t>(random_bits(seed, draw++) % static_cast<uint64_t>(n_exp));
+          dup = false;
+          for (int64_t j = 0; j < c; ++j) dup |= t[static_cast<size_t>(r * cols + j)] == e;
+        } while (dup);
+        t[static_cast<size_t>(r * cols + c)] = e;
+      }
+    }
+    return t;
+  }
+  Result<void> done() override { return ok(); }
+  void set_experts(int64_t n) { experts_ = n; }
+
+ private:
+  static std::pair<float, float> init(const std::string& name, int64_t cols) {
+    if (ends_with(name, "norm.weight")) return {1.0f, 0.05f};
+    if (ends_with(name, "_base")) return {0.0f, 0.5f};
+    if (ends_with(name, "_scale")) return {0.5f, 0.05f};
+    if (ends_with(name, "attn_sink")) return {0.0f, 1.0f};
+    if (ends_with(name, ".ape")) return {0.0f, 0.5f};
+    if (ends_with(name, "gate.bias")) return {0.0f, 0.01f};
+    if (name == "embed.weight") return {0.0f, 1.0f};
+    return {0.0f, 1.0f / std::sqrt(static_cast<float>(cols))};
+  }
+
+  Backend& be_;
+  uint64_t seed_;
+  int64_t experts_ = 1;
+};
+
+}  // namespace
+
 DeepseekV4::DeepseekV4(ModelConfig config, Backend& backend) : config_(std::move(config)), be_(backend) {}
 DeepseekV4::~DeepseekV4() = default;
 
 Result<std::unique_ptr<DeepseekV4>> DeepseekV4::load(const std::string& dir, Backend& backend) {
   DI_TRY(config, ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string()));
   std::unique_ptr<DeepseekV4> model(new DeepseekV4(std::move(config), backend));
-  DI_TRYV(model->load_weights(dir));
+  DI_TRY(ckpt, Checkpoint::open_dir(dir));
+  CheckpointWeights w(std::move(ckpt), backend, model->config_.weight_block_rows, model->config_.weight_block_cols);
+  DI_TRYV(model->load_weights(w));
   return model;
 }
 
-Result<void> DeepseekV4::load_weights(const std::string& dir) {
+Result<std::unique_ptr<DeepseekV4>> DeepseekV4::random(const ModelConfig& config, Backend& backend, uint64_t seed) {
+  std::unique_ptr<DeepseekV4> model(new DeepseekV4(config, backend));
+  RandomWeights w(backend, seed);
+  w.set_experts(config.num_experts);
+  DI_TRYV(model->load_weights(w));
+  DI_TRYV(backend.finish());
+  return model;
+}
+
+Result<ModelConfig> DeepseekV4::read_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return ModelConfig::from_file((fs::path(path) / "config.json").string());
+  return ModelConfig::from_file(path);
+}
+
+Result<void> DeepseekV4::load_weights(WeightProvider& src) {
   const ModelConfig& c = config_;
-  DI_TRY(ckpt, Checkpoint::open_dir(dir));
-  WeightCatalog cat(ckpt, c.weight_block_rows, c.weight_block_cols);
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) -> Result<WeightPtr> {
-    DI_TRY(src, cat.matrix(name, rows, cols));
-    return be_.upload(src);
-  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) -> Result<WeightPtr> { return src.matrix(name, rows, cols); };
   auto vec = [&](const std::string& name, int64_t n) { return mat(name, 1, n); };
 
   const int64_t d = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_size(), hd = c.head_dim;
   DI_TRY(embed, mat("embed.weight", c.vocab_size, d));
   embed_ = std::move(embed);
-  if (c.tie_word_embeddings && !cat.has("head.weight")) {
+  if (c.tie_word_embeddings && !src.has("head.weight")) {
     DI_TRY(head, mat("embed.weight", c.vocab_size, d));
     head_ = std::move(head);
   } else {
@@ -138,7 +267,7 @@ Result<void> DeepseekV4::load_weights(const std::string& dir) {
     DI_TRY(gate, mat(f + "gate.weight", e, d));
     L.gate = std::move(gate);
     if (L.routing == MoeRouting::kHash) {
-      DI_TRY(table, cat.int_table(f + "gate.tid2eid", c.vocab_size, c.experts_per_token));
+      DI_TRY(table, src.int_table(f + "gate.tid2eid", c.vocab_size, c.experts_per_token));
       for (int32_t v : table)
         if (v < 0 || v >= e) return make_error(Code::kModelFormat, "{}gate.tid2eid holds expert {} of {}", f, v, e);
       DI_TRY(t, be_.upload_ints(table, c.vocab_size, c.experts_per_token));
@@ -147,19 +276,9 @@ Result<void> DeepseekV4::load_weights(const std::string& dir) {
       DI_TRY(bias, vec(f + "gate.bias", e));
       L.gate_bias = std::move(bias);
     }
-    std::vector<WeightSource> w1, w2, w3;
-    for (int64_t x = 0; x < e; ++x) {
-      const std::string ex = f + "experts." + std::to_string(x) + ".";
-      DI_TRY(s1, cat.matrix(ex + "w1.weight", inter, d));
-      DI_TRY(s2, cat.matrix(ex + "w2.weight", d, inter));
-      DI_TRY(s3, cat.matrix(ex + "w3.weight", inter, d));
-      w1.push_back(std::move(s1));
-      w2.push_back(std::move(s2));
-      w3.push_back(std::move(s3));
-    }
-    DI_TRY(u1, be_.upload_stacked(w1));
-    DI_TRY(u2, be_.upload_stacked(w2));
-    DI_TRY(u3, be_.upload_stacked(w3));
+    DI_TRY(u1, src.stacked(f + "experts.", e, "w1.weight", inter, d));
+    DI_TRY(u2, src.stacked(f + "experts.", e, "w2.weight", d, inter));
+    DI_TRY(u3, src.stacked(f + "experts.", e, "w3.weight", inter, d));
     L.w1 = std::move(u1);
     L.w2 = std::move(u2);
     L.w3 = std::move(u3);
@@ -170,7 +289,7 @@ Result<void> DeepseekV4::load_weights(const std::string& dir) {
     L.shared_w2 = std::move(sw2);
     L.shared_w3 = std::move(sw3);
   }
-  return cat.check_all_used();
+  return src.done();
 }
 
 StateLayout DeepseekV4::state_layout(int block_tokens) const {
@@ -218,46 +337,46 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
                   static_cast<float>(L.type == AttentionType::kSliding ? c.rope_main.attention_factor
                                                                        : c.rope_compress.attention_factor)};
 
-  Tensor qa = be_.scratch(T, c.q_lora_rank);
+  Tensor qa = be_.scratch_uninit(T, c.q_lora_rank);
   be_.linear(x, *L.wq_a, qa);
   be_.rms_norm(qa, L.q_norm.get(), eps, c.q_lora_rank, qa);
-  Tensor q = be_.scratch(T, c.num_heads * hd);
+  Tensor q = be_.scratch_uninit(T, c.num_heads * hd);
   be_.linear(qa, *L.wq_b, q);
   be_.rms_norm(q, nullptr, eps, static_cast<int>(hd), q);
   be_.rope(q, static_cast<int>(hd), rope, false);
-  Tensor kv = be_.scratch(T, hd);
+  Tensor kv = be_.scratch_uninit(T, hd);
   be_.linear(x, *L.wkv, kv);
   be_.rms_norm(kv, L.kv_norm.get(), eps, static_cast<int>(hd), kv);
   be_.rope(kv, static_cast<int>(hd), rope, false);
 
   IntTensor selected;
   if (L.type != AttentionType::kSliding) {
-    Tensor ckv = be_.scratch(T, L.comp_wkv->rows), cgate = be_.scratch(T, L.comp_wkv->rows);
+    Tensor ckv = be_.scratch_uninit(T, L.comp_wkv->rows), cgate = be_.scratch_uninit(T, L.comp_wkv->rows);
     be_.linear(x, *L.comp_wkv, ckv);
     be_.linear(x, *L.comp_wgate, cgate);
     be_.compress(index, ckv, cgate, Compressor{L.comp_ape.get(), L.comp_norm.get(), eps, false, rope});
   }
   if (L.type == AttentionType::kCsa) {
     const int64_t ihd = c.index_head_dim;
-    Tensor ikv = be_.scratch(T, 2 * ihd), igate = be_.scratch(T, 2 * ihd);
+    Tensor ikv = be_.scratch_uninit(T, 2 * ihd), igate = be_.scratch_uninit(T, 2 * ihd);
     be_.linear(x, *L.idx_comp_wkv, ikv);
     be_.linear(x, *L.idx_comp_wgate, igate);
     be_.compress(index, ikv, igate, Compressor{L.idx_comp_ape.get(), L.idx_comp_norm.get(), eps, true, rope});
-    Tensor iq = be_.scratch(T, c.index_heads * ihd), iw = be_.scratch(T, c.index_heads);
+    Tensor iq = be_.scratch_uninit(T, c.index_heads * ihd), iw = be_.scratch_uninit(T, c.index_heads);
     be_.linear(qa, *L.idx_wq_b, iq);
     be_.rope(iq, static_cast<int>(ihd), rope, false);
     be_.linear(x, *L.idx_weights, iw);
-    selected = be_.scratch_int(T, c.index_topk);
+    selected = be_.scratch_int_uninit(T, c.index_topk);
     be_.indexer_topk(index, iq, iw, c.index_heads, selected);
   }
 
-  Tensor o = be_.scratch(T, c.num_heads * hd);
+  Tensor o = be_.scratch_uninit(T, c.num_heads * hd);
   be_.attention(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, o);
   be_.window_update(index, kv);
   be_.rope(o, static_cast<int>(hd), rope, true);  // K=V carried rope into the output: rotate it back
-  Tensor og = be_.scratch(T, c.o_groups * c.o_lora_rank);
+  Tensor og = be_.scratch_uninit(T, c.o_groups * c.o_lora_rank);
   be_.grouped_linear(o, *L.wo_a, c.o_groups, og);
-  Tensor out = be_.scratch(T, c.hidden_size);
+  Tensor out = be_.scratch_uninit(T, c.hidden_size);
   be_.linear(og, *L.wo_b, out);
   return out;
 }
@@ -274,13 +393,13 @@ Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
                                                          : RouterScore::kSoftmax;
   router.top_k = c.experts_per_token;
   router.scaling = static_cast<float>(c.routed_scaling_factor);
-  IntTensor experts = be_.scratch_int(T, c.experts_per_token);
-  Tensor weights = be_.scratch(T, c.experts_per_token);
+  IntTensor experts = be_.scratch_int_uninit(T, c.experts_per_token);
+  Tensor weights = be_.scratch_uninit(T, c.experts_per_token);
   be_.route(x, router, experts, weights);
   Tensor out = be_.scratch(T, c.hidden_size);  // zero-filled: experts accumulate into it
   const float limit = static_cast<float>(c.swiglu_limit);
   be_.moe_experts(x, experts, weights, Experts{L.w1.get(), L.w3.get(), L.w2.get(), limit}, out);
-  Tensor shared = be_.scratch(T, c.hidden_size);
+  Tensor shared = be_.scratch_uninit(T, c.hidden_size);
   be_.swiglu(x, *L.shared_w1, *L.shared_w3, *L.shared_w2, limit, shared);
   be_.add(out, shared);
   return out;
@@ -297,13 +416,13 @@ Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& 
   }
   for (int32_t r : batch.logit_rows)
     if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
-  logits.assign(batch.logit_rows.size() * static_cast<size_t>(c.vocab_size), 0.0f);
+  logits.clear();
   if (T == 0) return ok();
   DI_TRYV(be_.begin_forward(batch));
 
-  Tensor x = be_.scratch(T, d);
+  Tensor x = be_.scratch_uninit(T, d);
   be_.embed(*embed_, x);
-  Tensor streams = be_.scratch(T, hc * d);
+  Tensor streams = be_.scratch_uninit(T, hc * d), spare = be_.scratch_uninit(T, hc * d);
   be_.repeat_columns(x, static_cast<int>(hc), streams);
 
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -318,26 +437,31 @@ Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& 
       h.sinkhorn_iters = c.hc_sinkhorn_iters;
       h.eps = static_cast<float>(c.hc_eps);
       h.norm_eps = eps;
-      Tensor collapsed = be_.scratch(T, d), post = be_.scratch(T, hc), comb = be_.scratch(T, hc * hc);
+      // The sublayer's intermediates live until its output has been mixed into the other stream
+      // buffer; then their memory serves the next sublayer.
+      const ScratchMark mark = be_.scratch_mark();
+      Tensor collapsed = be_.scratch_uninit(T, d), post = be_.scratch_uninit(T, hc), comb = be_.scratch_uninit(T, hc * hc);
       be_.hc_pre(streams, h, collapsed, post, comb);
       be_.rms_norm(collapsed, site ? L.ffn_norm.get() : L.attn_norm.get(), eps, static_cast<int>(d), collapsed);
       Tensor out = site ? moe(L, collapsed) : attention(l, L, collapsed);
-      Tensor next = be_.scratch(T, hc * d);
-      be_.hc_post(streams, out, post, comb, next);
-      streams = next;
+      be_.hc_post(streams, out, post, comb, spare);
+      be_.scratch_release(mark);
+      std::swap(streams, spare);
     }
   }
 
   HyperConnection head{hc_head_fn_.get(), hc_head_base_.get(), hc_head_scale_.get(), static_cast<int>(hc), 1,
                        static_cast<float>(c.hc_eps), eps};
-  Tensor final_x = be_.scratch(T, d);
+  Tensor final_x = be_.scratch_uninit(T, d);
   be_.hc_head(streams, head, final_x);
   be_.rms_norm(final_x, norm_.get(), eps, static_cast<int>(d), final_x);
   if (batch.logit_rows.empty()) return ok();
-  Tensor picked = be_.scratch(static_cast<int64_t>(batch.logit_rows.size()), d);
+  Tensor picked = be_.scratch_uninit(static_cast<int64_t>(batch.logit_rows.size()), d);
   be_.gather_rows(final_x, batch.logit_rows, picked);
-  Tensor out = be_.scratch(picked.rows, c.vocab_size);
+  Tensor out = be_.scratch_uninit(picked.rows, c.vocab_size);
   be_.linear(picked, *head_, out);
+  if (!logits_to_host_) return ok();
+  logits.resize(batch.logit_rows.size() * static_cast<size_t>(c.vocab_size));
   return be_.read(out, logits.data());
 }
 

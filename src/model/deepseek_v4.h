@@ -7,6 +7,7 @@
 #include "model/config.h"
 #include "util/result.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +18,16 @@ class DeepseekV4 {
  public:
   // Loads config.json and the safetensors weights of `dir` onto `backend` (which must outlive the model).
   static Result<std::unique_ptr<DeepseekV4>> load(const std::string& dir, Backend& backend);
+  // A model of `config`'s shape with random weights made on the backend (Backend::random_weight;
+  // nothing is read or uploaded): for benchmarks and tests of a model shape without its checkpoint.
+  // The same seed gives the same weights on every backend.
+  static Result<std::unique_ptr<DeepseekV4>> random(const ModelConfig& config, Backend& backend, uint64_t seed = 0);
+  // config.json of a model directory, or a config file given directly.
+  static Result<ModelConfig> read_config(const std::string& path);
   ~DeepseekV4();
+
+  // Where load and random take the weights from (defined in deepseek_v4.cpp).
+  class WeightProvider;
 
   const ModelConfig& config() const { return config_; }
 
@@ -28,11 +38,14 @@ class DeepseekV4 {
   // Runs the batch; writes the logits of batch.logit_rows, row-major [logit_rows x vocab], to `logits`.
   // Token ids and positions are checked first: a bad batch is an error and changes no state.
   Result<void> forward(const ForwardBatch& batch, std::vector<float>& logits);
+  // Benchmarks: with false, forward computes the logits but leaves them on the backend (`logits`
+  // comes back empty and the forward may still be running; Backend::finish waits for it).
+  void set_logits_to_host(bool on) { logits_to_host_ = on; }
 
  private:
   struct Layer;
   DeepseekV4(ModelConfig config, Backend& backend);
-  Result<void> load_weights(const std::string& dir);
+  Result<void> load_weights(WeightProvider& src);
   Tensor attention(int index, const Layer& layer, Tensor x);
   Tensor moe(const Layer& layer, Tensor x);
 
@@ -41,6 +54,7 @@ class DeepseekV4 {
   std::unique_ptr<DeviceWeight> embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
   std::unique_ptr<DeviceWeight> inv_freq_main_, inv_freq_compress_;
   std::vector<Layer> layers_;
+  bool logits_to_host_ = true;
 };
 
 }  // namespace deepinfer

@@ -2,6 +2,7 @@
 // products and a thread pool for the rest. Written for clarity first: it is what the CUDA backend and
 // every optimisation are checked against.
 #include "backend/backend.h"
+#include "backend/random_fill.h"
 #include "util/thread_pool.h"
 
 #include <cblas.h>
@@ -107,6 +108,46 @@ class CpuBackend final : public Backend {
     out->cols = cols;
     out->i = v;
     return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
+                                                     uint64_t seed) override {
+    if (count <= 0 || rows <= 0 || cols <= 0)
+      return make_error(Code::kInternal, "random_weight of {} x [{}, {}]", count, rows, cols);
+    auto out = std::make_unique<CpuWeight>();
+    out->count = count;
+    out->rows = rows;
+    out->cols = cols;
+    const size_t n = static_cast<size_t>(count * rows * cols);
+    try {
+      out->f.resize(n);
+    } catch (const std::bad_alloc&) {
+      return make_error(Code::kOutOfMemory, "cannot allocate a random weight of {} floats", n);
+    }
+    float* f = out->f.data();
+    pool_.parallel_for(n, 1 << 16, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) f[i] = random_value(seed, i, mean, stddev);
+    });
+    return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  Result<void> randomize_state(uint64_t seed) override {
+    auto fill = [&](std::vector<float>& v, uint64_t s) {
+      float* f = v.data();
+      pool_.parallel_for(v.size(), 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) f[i] = random_value(s, i, 0.0f, 0.57735027f);  // uniform [-1, 1)
+      });
+    };
+    fill(slots_, seed);
+    fill(blocks_, seed ^ 0x5bd1e995u);
+    return ok();
+  }
+
+  ScratchMark scratch_mark() override { return ScratchMark{arena_.size(), int_arena_.size()}; }
+
+  void scratch_release(ScratchMark m) override {
+    if (m.a < arena_.size()) arena_.resize(m.a);
+    if (m.b < int_arena_.size()) int_arena_.resize(m.b);
   }
 
   Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) override {

@@ -1,9 +1,11 @@
 // The CUDA backend: the Backend contract of backend.h on one GPU. Matrix weights live on the device
 // as bf16 (fp8 / MXFP4 / f32 checkpoints are dequantized at upload), small parameter vectors and
 // small matrices also as fp32; activations are fp32 and every product accumulates in fp32 (cuBLAS for
-// dense layers, the kernels of kernels/ for the rest). All work runs in order on one stream; the
-// only synchronizations are begin_forward (the previous forward must be done before its metadata
-// and scratch are reused) and the host copies (read / write).
+// dense layers, the kernels of kernels/ for the rest). All work runs in order on one stream, so a
+// forward reuses the last one's scratch and metadata without a host wait; the host waits only in
+// read / write / finish (and when an arena must grow into one chunk). Decode steps can run as
+// captured CUDA graphs (set_graphs; see begin_forward and flush_pending), and every op can be timed
+// (set_op_profiling).
 //
 // Ops return void: the first failure (a CUDA or cuBLAS error, no memory, a shape that breaks the
 // contract) is kept, every later op is skipped, and the error is returned by the next read / write
@@ -16,8 +18,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 namespace deepinfer {
 namespace {
@@ -31,6 +35,8 @@ constexpr int64_t kSmallMatrix = int64_t(1) << 20;
 constexpr int64_t kIndexerScoreFloats = int64_t(64) << 20;
 // Token chunk of the routed-expert path (bounds its permuted buffers).
 constexpr int64_t kMoeChunkRows = 4096;
+// Attention splits a small batch's keys until about this many blocks run.
+constexpr int64_t kAttnBlocks = 1024;
 
 struct CudaWeight final : DeviceWeight {
   float* f32 = nullptr;
@@ -106,13 +112,24 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
+    if (mode_ == Mode::kCapture) {  // a forward whose work never ran: drop it
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(stream_, &g);
+      if (g) cudaGraphDestroy(g);
+      cudaGetLastError();
+    }
     if (stream_) cudaStreamSynchronize(stream_);
+    clear_graphs();
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (int i = 0; i < 2; ++i) {
+      if (meta_event_[i]) cudaEventDestroy(meta_event_[i]);
+      if (meta_host_[i]) cudaFreeHost(meta_host_[i]);
+    }
     if (blas_) cublasDestroy(blas_);
     if (blas_ws_) cudaFree(blas_ws_);
     if (slots_) cudaFree(slots_);
     if (blocks_) cudaFree(blocks_);
     if (meta_dev_) cudaFree(meta_dev_);
-    if (meta_host_) cudaFreeHost(meta_host_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -227,11 +244,51 @@ class CudaBackend final : public Backend {
     return std::unique_ptr<DeviceWeight>(std::move(out));
   }
 
+  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
+                                                     uint64_t seed) override {
+    if (count <= 0 || rows <= 0 || cols <= 0)
+      return make_error(Code::kInternal, "random_weight of {} x [{}, {}]", count, rows, cols);
+    DI_TRYV(set_device());
+    const int64_t n = count * rows * cols;
+    auto out = std::make_unique<CudaWeight>();
+    out->count = count;
+    out->rows = rows;
+    out->cols = cols;
+    // The copies upload / upload_stacked would keep for such a weight.
+    const bool want_b16 = !fp32_ && rows > 1;
+    const bool want_f32 = fp32_ || (count == 1 && (rows == 1 || n <= kSmallMatrix));
+    const std::string what = fmt::format("a random {} x [{}, {}] weight", count, rows, cols);
+    if (want_b16) {
+      DI_TRY(p, device_alloc<uint16_t>(static_cast<size_t>(n), what));
+      out->b16 = p;
+    }
+    if (want_f32) {
+      DI_TRY(p, device_alloc<float>(static_cast<size_t>(n), what));
+      out->f32 = p;
+    }
+    cudaError_t e = kn::fill_random(out->f32, out->b16, n, mean, stddev, seed, stream_);
+    if (e != cudaSuccess) return cuda_error(e, "filling a random weight");
+    return std::unique_ptr<DeviceWeight>(std::move(out));
+  }
+
+  Result<void> randomize_state(uint64_t seed) override {
+    DI_TRYV(set_device());
+    DI_TRYV(flush_pending());
+    const int64_t slot_n = static_cast<int64_t>(layout_.slot_floats) * n_slots_;
+    const int64_t block_n = static_cast<int64_t>(layout_.block_floats) * n_blocks_;
+    cudaError_t e = kn::fill_random(slots_, nullptr, slot_n, 0.0f, 0.57735027f, seed, stream_);  // uniform [-1, 1)
+    if (e == cudaSuccess) e = kn::fill_random(blocks_, nullptr, block_n, 0.0f, 0.57735027f, seed ^ 0x5bd1e995u, stream_);
+    if (e != cudaSuccess) return cuda_error(e, "randomizing the model state");
+    return sync("randomizing the model state");
+  }
+
   // --- model state
 
   Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) override {
     DI_TRYV(set_device());
+    DI_TRYV(flush_pending());
     DI_TRYV(sync("allocate_state"));
+    ++state_generation_;
     if (slots_) cudaFree(slots_);
     if (blocks_) cudaFree(blocks_);
     slots_ = blocks_ = nullptr;
@@ -251,8 +308,11 @@ class CudaBackend final : public Backend {
     auto b = device_alloc<float>(block_n, "state blocks");
     if (!b) return oom(b.error());
     blocks_ = b.value();
-    cudaError_t e = cudaMemset(slots_, 0, std::max<size_t>(slot_n, 1) * 4);
-    if (e == cudaSuccess) e = cudaMemset(blocks_, 0, std::max<size_t>(block_n, 1) * 4);
+    // On this stream (non-blocking: a plain cudaMemset on the legacy stream would not be ordered
+    // before its later work).
+    cudaError_t e = cudaMemsetAsync(slots_, 0, std::max<size_t>(slot_n, 1) * 4, stream_);
+    if (e == cudaSuccess) e = cudaMemsetAsync(blocks_, 0, std::max<size_t>(block_n, 1) * 4, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     if (e != cudaSuccess) return cuda_error(e, "zeroing model state");
     layers_.clear();
     for (const LayerStateLayout& L : layout.layers) {
@@ -274,6 +334,7 @@ class CudaBackend final : public Backend {
   }
 
   void reset_slot(int slot) override {
+    if (!flush_pending()) return;
     if (slot < 0 || slot >= n_slots_) return fail(make_error(Code::kInternal, "reset_slot({}) outside the {} slots", slot, n_slots_));
     if (layout_.slot_floats == 0) return;
     check(cudaMemsetAsync(slots_ + static_cast<size_t>(slot) * layout_.slot_floats, 0, layout_.slot_floats * 4, stream_), "reset_slot");
@@ -283,6 +344,7 @@ class CudaBackend final : public Backend {
 
   Result<void> begin_forward(const ForwardBatch& batch) override {
     DI_TRYV(set_device());
+    DI_TRYV(flush_pending());
     if (failed_) {  // a failure of the previous forward that nobody read yet
       failed_ = false;
       return error_;
@@ -305,6 +367,7 @@ class CudaBackend final : public Backend {
         if (id < 0 || id >= n_blocks_) return make_error(Code::kInternal, "block id {} outside the {} allocated", id, n_blocks_);
       }
     }
+    int32_t max_pos = 0;
     for (int32_t r = 0; r < T; ++r) {
       const int32_t si = batch.row_seq[r];
       if (si < 0 || si >= static_cast<int32_t>(batch.seqs.size()))
@@ -312,107 +375,313 @@ class CudaBackend final : public Backend {
       const SequenceStep& s = batch.seqs[si];
       if (r < s.first_row || r >= s.first_row + s.n_tokens || batch.positions[r] != s.n_past + (r - s.first_row))
         return make_error(Code::kInternal, "row {} (position {}) does not match its sequence", r, batch.positions[r]);
+      max_pos = std::max(max_pos, batch.positions[r]);
     }
     for (int32_t r : batch.logit_rows)
       if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
 
-    DI_TRYV(sync("begin_forward"));  // the previous forward no longer uses metadata or scratch
+    // A decode step (one new token for each sequence) can run as a captured graph. Its launch
+    // parameters must not depend on the batch beyond the key: the metadata regions get fixed
+    // capacities, and context-dependent bounds use the block-table capacity instead of positions.
+    const int32_t S = static_cast<int32_t>(batch.seqs.size());
+    bool graph = graphs_on_ && !profiling_ && T > 0 && T == S;
+    int32_t max_blocks = 1;
+    for (const auto& s : batch.seqs) {
+      if (s.n_tokens != 1) graph = false;
+      max_blocks = std::max(max_blocks, s.n_blocks);
+    }
+    const int32_t block_cap = (max_blocks + kGraphBlockBucket - 1) / kGraphBlockBucket * kGraphBlockBucket;
+    pos_bound_ = graph ? static_cast<int64_t>(block_cap) * layout_.block_tokens : static_cast<int64_t>(max_pos) + 1;
+
+    // No wait for the previous forward: this stream runs the work in order, so it is done with the
+    // scratch, temporaries and device metadata before this one's uses them.
     scratch_.reset(stream_);
     temp_.reset(stream_);
 
     // Windows that close in this step, per compress rate (the compress jobs).
-    std::vector<int32_t> jobs;
-    jobs_by_rate_.clear();
+    std::vector<std::pair<int, std::vector<int32_t>>> jobs;  // rate -> (seq, w) pairs
     for (const LayerStateLayout& L : layout_.layers) {
-      if (L.rate <= 0 || jobs_by_rate_.count(L.rate)) continue;
-      const int32_t begin = static_cast<int32_t>(jobs.size() / 2);
-      for (size_t si = 0; si < batch.seqs.size(); ++si) {
+      if (L.rate <= 0 || std::any_of(jobs.begin(), jobs.end(), [&](const auto& j) { return j.first == L.rate; })) continue;
+      std::vector<int32_t> js;
+      for (int32_t si = 0; si < S; ++si) {
         const SequenceStep& s = batch.seqs[si];
         const int32_t w0 = (s.n_past + L.rate) / L.rate - 1, w1 = (s.n_past + s.n_tokens) / L.rate - 1;
         for (int32_t w = w0; w <= w1; ++w) {
-          jobs.push_back(static_cast<int32_t>(si));
-          jobs.push_back(w);
+          js.push_back(si);
+          js.push_back(w);
         }
       }
-      jobs_by_rate_[L.rate] = {begin, static_cast<int32_t>(jobs.size() / 2) - begin};
+      jobs.emplace_back(L.rate, std::move(js));
     }
 
-    // One upload of the metadata: tokens, positions, row_seq, seqs, block tables, logit rows, jobs.
-    const size_t S = batch.seqs.size();
-    size_t off[8];
+    // One upload of the metadata: tokens, positions, row_seq, seqs, block tables, logit rows, jobs
+    // and their counts.
     size_t n = 0;
     auto region = [&](size_t ints) {
       size_t at = n;
       n += (ints + 3) & ~size_t(3);  // 16-byte aligned regions
       return at;
     };
-    off[0] = region(T);
-    off[1] = region(T);
-    off[2] = region(T);
-    off[3] = region(S * 6);
-    off[4] = region(batch.block_tables.size());
-    off[5] = region(batch.logit_rows.size());
-    off[6] = region(jobs.size());
+    const size_t o_tok = region(T), o_pos = region(T), o_rs = region(T), o_seq = region(static_cast<size_t>(S) * 6);
+    const size_t o_bt = region(graph ? static_cast<size_t>(S) * block_cap : batch.block_tables.size());
+    const size_t o_lr = region(batch.logit_rows.size());
+    std::vector<size_t> o_jobs;
+    for (const auto& j : jobs) o_jobs.push_back(region(graph ? static_cast<size_t>(S) * 2 : j.second.size()));
+    const size_t o_cnt = region(jobs.size());
     DI_TRYV(reserve_meta(n));
-    int32_t* h = meta_host_;
-    std::memcpy(h + off[0], batch.tokens.data(), 4 * static_cast<size_t>(T));
-    std::memcpy(h + off[1], batch.positions.data(), 4 * static_cast<size_t>(T));
-    std::memcpy(h + off[2], batch.row_seq.data(), 4 * static_cast<size_t>(T));
-    for (size_t i = 0; i < S; ++i) {
+    const int slot = meta_turn_;
+    meta_turn_ ^= 1;
+    cudaError_t e = cudaEventSynchronize(meta_event_[slot]);  // its last upload has been read
+    if (e != cudaSuccess) return cuda_error(e, "waiting for a metadata buffer");
+    int32_t* h = meta_host_[slot];
+    std::memcpy(h + o_tok, batch.tokens.data(), 4 * static_cast<size_t>(T));
+    std::memcpy(h + o_pos, batch.positions.data(), 4 * static_cast<size_t>(T));
+    std::memcpy(h + o_rs, batch.row_seq.data(), 4 * static_cast<size_t>(T));
+    for (int32_t i = 0; i < S; ++i) {
       const SequenceStep& s = batch.seqs[i];
       const int32_t v[6] = {s.slot, s.first_row, s.n_tokens, s.n_past, s.table_offset, s.n_blocks};
-      std::memcpy(h + off[3] + 6 * i, v, sizeof v);
+      std::memcpy(h + o_seq + 6 * static_cast<size_t>(i), v, sizeof v);
     }
-    if (!batch.block_tables.empty()) std::memcpy(h + off[4], batch.block_tables.data(), 4 * batch.block_tables.size());
-    if (!batch.logit_rows.empty()) std::memcpy(h + off[5], batch.logit_rows.data(), 4 * batch.logit_rows.size());
-    if (!jobs.empty()) std::memcpy(h + off[6], jobs.data(), 4 * jobs.size());
+    if (!batch.block_tables.empty()) std::memcpy(h + o_bt, batch.block_tables.data(), 4 * batch.block_tables.size());
+    if (!batch.logit_rows.empty()) std::memcpy(h + o_lr, batch.logit_rows.data(), 4 * batch.logit_rows.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!jobs[i].second.empty()) std::memcpy(h + o_jobs[i], jobs[i].second.data(), 4 * jobs[i].second.size());
+      h[o_cnt + i] = static_cast<int32_t>(jobs[i].second.size() / 2);
+    }
     if (n > 0) {
-      cudaError_t e = cudaMemcpyAsync(meta_dev_, meta_host_, 4 * n, cudaMemcpyHostToDevice, stream_);
+      e = cudaMemcpyAsync(meta_dev_, h, 4 * n, cudaMemcpyHostToDevice, stream_);
       if (e != cudaSuccess) return cuda_error(e, "uploading batch metadata");
     }
+    e = cudaEventRecord(meta_event_[slot], stream_);
+    if (e != cudaSuccess) return cuda_error(e, "recording a metadata event");
     int32_t* d = meta_dev_;
-    bdev_.tokens = d + off[0];
-    bdev_.positions = d + off[1];
-    bdev_.row_seq = d + off[2];
-    bdev_.seqs = reinterpret_cast<const kn::SeqInfo*>(d + off[3]);
-    bdev_.block_tables = d + off[4];
+    bdev_.tokens = d + o_tok;
+    bdev_.positions = d + o_pos;
+    bdev_.row_seq = d + o_rs;
+    bdev_.seqs = reinterpret_cast<const kn::SeqInfo*>(d + o_seq);
+    bdev_.block_tables = d + o_bt;
     bdev_.rows = T;
-    bdev_.n_seqs = static_cast<int32_t>(S);
-    logit_rows_dev_ = d + off[5];
-    jobs_dev_ = reinterpret_cast<const kn::CompressJob*>(d + off[6]);
+    bdev_.n_seqs = S;
+    logit_rows_dev_ = d + o_lr;
+    jobs_by_rate_.clear();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      JobList& jl = jobs_by_rate_[jobs[i].first];
+      jl.jobs = reinterpret_cast<const kn::CompressJob*>(d + o_jobs[i]);
+      jl.count = d + o_cnt + i;
+      jl.capacity = graph ? S : static_cast<int>(jobs[i].second.size() / 2);
+    }
     state_.slots = slots_;
     state_.blocks = blocks_;
     state_.slot_floats = static_cast<int64_t>(layout_.slot_floats);
     state_.block_floats = static_cast<int64_t>(layout_.block_floats);
     state_.block_tokens = layout_.block_tokens;
     batch_ = &batch;
+
+    mode_ = Mode::kEager;
+    if (graph) {
+      const uint64_t gen = generation();
+      if (gen != graphs_gen_) {  // an address a graph holds may have changed
+        clear_graphs();
+        graphs_gen_ = gen;
+      }
+      const GraphKey key{T, static_cast<int32_t>(batch.logit_rows.size()), block_cap};
+      GraphEntry& g = graphs_[key];
+      if (g.exec) {
+        mode_ = Mode::kReplay;
+        current_ = &g;
+      } else if (g.seen && !g.broken) {  // the eager run sized the arenas: capture this one
+        e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+        if (e != cudaSuccess) {
+          cudaGetLastError();
+          g.broken = true;
+        } else {
+          mode_ = Mode::kCapture;
+          current_ = &g;
+        }
+      }
+      g.seen = true;
+    }
+    if (profiling_) check(kn::spin(kProfileHeadStartNs, stream_), "profiling head start");
     return ok();
   }
 
   Tensor scratch(int64_t rows, int64_t cols) override {
     Tensor t{nullptr, rows, cols};
-    const int64_t n = rows * cols;
-    if (failed_ || n <= 0) return t;
-    t.data = static_cast<float*>(scratch_.take(static_cast<size_t>(n) * 4));
-    if (!t.data) {
-      fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a {} x {} scratch tensor", rows, cols));
-      return t;
-    }
-    check(cudaMemsetAsync(t.data, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+    t.data = static_cast<float*>(take_scratch(rows * cols, true));
     return t;
   }
 
   IntTensor scratch_int(int64_t rows, int64_t cols) override {
     IntTensor t{nullptr, rows, cols};
-    const int64_t n = rows * cols;
-    if (failed_ || n <= 0) return t;
-    t.data = static_cast<int32_t*>(scratch_.take(static_cast<size_t>(n) * 4));
-    if (!t.data) {
-      fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a {} x {} scratch tensor", rows, cols));
-      return t;
-    }
-    check(cudaMemsetAsync(t.data, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+    t.data = static_cast<int32_t*>(take_scratch(rows * cols, true));
     return t;
+  }
+
+  Tensor scratch_uninit(int64_t rows, int64_t cols) override {
+    Tensor t{nullptr, rows, cols};
+    t.data = static_cast<float*>(take_scratch(rows * cols, zero_all_scratch_));
+    return t;
+  }
+
+  IntTensor scratch_int_uninit(int64_t rows, int64_t cols) override {
+    IntTensor t{nullptr, rows, cols};
+    t.data = static_cast<int32_t*>(take_scratch(rows * cols, zero_all_scratch_));
+    return t;
+  }
+
+  ScratchMark scratch_mark() override {
+    const auto m = scratch_.mark();
+    return ScratchMark{m.first, m.second};
+  }
+
+  void scratch_release(ScratchMark m) override { scratch_.release({m.a, m.b}); }
+
+  Result<void> finish() override {
+    DI_TRYV(set_device());
+    DI_TRYV(flush_pending());
+    if (failed_) return error_;
+    return sync("finishing the forward");
+  }
+
+  void set_op_profiling(bool on) override {
+    if (mode_ != Mode::kEager) (void)flush_pending();
+    profiling_ = on;
+    prof_.clear();
+    events_used_ = 0;
+  }
+
+  Result<std::vector<OpTime>> take_op_profile() override {
+    DI_TRYV(finish());
+    std::map<std::string, OpTime> by;
+    for (const ProfRecord& r : prof_) {
+      float ms = 0.0f;
+      cudaError_t e = cudaEventElapsedTime(&ms, events_[r.start], events_[r.end]);
+      if (e != cudaSuccess) return cuda_error(e, "reading op timings");
+      std::string label = r.name;
+      if (r.n > 0) label += fmt::format(" {}x{}", r.n, r.k);
+      OpTime& t = by[label];
+      t.op = label;
+      ++t.calls;
+      t.ms += ms;
+    }
+    prof_.clear();
+    events_used_ = 0;
+    std::vector<OpTime> out;
+    for (auto& [k, v] : by) out.push_back(v);
+    std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+    return out;
+  }
+
+  // Experiment knobs, each selecting the earlier version of something for comparison:
+  // moe_kernel 1|2, mix_kernel 0 (cuBLAS) | 1, attention_split 0|1, zero_scratch 1 (every scratch
+  // tensor zero-filled) | 0.
+  bool set_option(const std::string& name, int value) override {
+    (void)flush_pending();
+    clear_graphs();  // graphs hold the kernels they were captured with
+    if (name == "moe_kernel" && (value == 1 || value == 2)) {
+      kn::set_moe_kernel_version(value);
+      return true;
+    }
+    if (name == "mix_kernel") {
+      mix_kernel_ = value != 0;
+      return true;
+    }
+    if (name == "attention_split") {
+      attention_split_ = value != 0;
+      return true;
+    }
+    if (name == "zero_scratch") {
+      zero_all_scratch_ = value != 0;
+      return true;
+    }
+    return false;
+  }
+
+  void set_graphs(bool on) override {
+    if (mode_ != Mode::kEager) (void)flush_pending();
+    graphs_on_ = on && graphs_allowed_;
+    if (!graphs_on_) clear_graphs();
+  }
+
+  Result<DeviceCeilings> measure_ceilings() override {
+    DI_TRYV(set_device());
+    DI_TRYV(finish());
+    DeviceCeilings c;
+    cudaDeviceProp prop{};
+    cudaError_t e = cudaGetDeviceProperties(&prop, device_);
+    if (e != cudaSuccess) return cuda_error(e, "reading device properties");
+    c.device = prop.name;
+    c.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    for (auto& x : ev)
+      if ((e = cudaEventCreate(&x)) != cudaSuccess) return cuda_error(e, "creating events");
+    auto median_ms = [&](auto&& body, int reps) -> Result<double> {
+      std::vector<float> t;
+      for (int i = 0; i < reps + 3; ++i) {
+        cudaEventRecord(ev[0], stream_);
+        body();
+        cudaEventRecord(ev[1], stream_);
+        cudaError_t r = cudaEventSynchronize(ev[1]);
+        if (r != cudaSuccess) return cuda_error(r, "timing a ceiling");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[0], ev[1]);
+        if (i >= 3) t.push_back(ms);  // 3 warm-ups
+      }
+      std::sort(t.begin(), t.end());
+      return static_cast<double>(t[t.size() / 2]);
+    };
+    Result<void> status = ok();
+    // Copy: two 1 GiB buffers of random data (bytes read + written per second).
+    {
+      const size_t bytes = size_t(1) << 30;
+      void *a = nullptr, *b = nullptr;
+      e = cudaMalloc(&a, bytes);
+      if (e == cudaSuccess) e = cudaMalloc(&b, bytes);
+      if (e == cudaSuccess) e = kn::fill_random(static_cast<float*>(a), nullptr, bytes / 4, 0.0f, 1.0f, 1, stream_);
+      if (e == cudaSuccess) {
+        auto ms = median_ms([&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream_); }, 20);
+        if (ms) c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / (ms.value() * 1e-3);
+        else status = ms.error();
+      } else {
+        status = cuda_error(e, "copy ceiling buffers");
+      }
+      if (a) cudaFree(a);
+      if (b) cudaFree(b);
+      cudaGetLastError();
+    }
+    // Matrix rate: 8192^3 bf16 product, fp32 accumulation, bf16 out, random operands.
+    if (status) {
+      const int n = 8192;
+      const size_t elems = static_cast<size_t>(n) * n;
+      uint16_t *a = nullptr, *b = nullptr, *cm = nullptr;
+      e = cudaMalloc(&a, elems * 2);
+      if (e == cudaSuccess) e = cudaMalloc(&b, elems * 2);
+      if (e == cudaSuccess) e = cudaMalloc(&cm, elems * 2);
+      if (e == cudaSuccess) e = kn::fill_random(nullptr, a, static_cast<int64_t>(elems), 0.0f, 1.0f, 2, stream_);
+      if (e == cudaSuccess) e = kn::fill_random(nullptr, b, static_cast<int64_t>(elems), 0.0f, 1.0f, 3, stream_);
+      if (e == cudaSuccess) {
+        const float one = 1.0f, zero = 0.0f;
+        cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+        auto ms = median_ms(
+            [&] {
+              bs = cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &zero, cm,
+                                CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            },
+            10);
+        if (bs != CUBLAS_STATUS_SUCCESS) status = make_error(Code::kBackend, "cuBLAS: matrix-rate product: {}", blas_name(bs));
+        else if (ms) c.bf16_flops = 2.0 * n * static_cast<double>(n) * n / (ms.value() * 1e-3);
+        else status = ms.error();
+      } else {
+        status = cuda_error(e, "matrix ceiling buffers");
+      }
+      if (a) cudaFree(a);
+      if (b) cudaFree(b);
+      if (cm) cudaFree(cm);
+      cudaGetLastError();
+    }
+    for (auto& x : ev) cudaEventDestroy(x);
+    if (!status) return status.error();
+    return c;
   }
 
   Result<void> read(Tensor t, float* host) override { return copy_out(t.data, host, t.rows * t.cols); }
@@ -423,7 +692,7 @@ class CudaBackend final : public Backend {
   // --- ops
 
   void embed(const DeviceWeight& table, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "embed");
     if (!op) return;
     const auto& w = cw(table);
     if (!expect(out.rows == bdev_.rows && out.cols == w.cols, "embed: output [{}, {}] for {} rows of a [{}, {}] table", out.rows,
@@ -434,7 +703,7 @@ class CudaBackend final : public Backend {
   }
 
   void repeat_columns(Tensor x, int times, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "repeat_columns");
     if (!op) return;
     if (!expect(out.rows == x.rows && out.cols == x.cols * times, "repeat_columns: [{}, {}] x {} into [{}, {}]", x.rows, x.cols, times,
                 out.rows, out.cols))
@@ -443,7 +712,7 @@ class CudaBackend final : public Backend {
   }
 
   void linear(Tensor x, const DeviceWeight& w, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "linear", w.rows, w.cols);
     if (!op) return;
     if (!expect(w.count == 1 && x.cols == w.cols && out.cols == w.rows && out.rows == x.rows,
                 "linear: [{}, {}] @ [{}, {}]^T into [{}, {}]", x.rows, x.cols, w.rows, w.cols, out.rows, out.cols))
@@ -452,7 +721,7 @@ class CudaBackend final : public Backend {
   }
 
   void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "grouped_linear", w.rows, w.cols);
     if (!op) return;
     if (!expect(groups > 0 && x.cols % groups == 0 && w.rows % groups == 0 && w.cols == x.cols / groups &&
                     out.cols == w.rows && out.rows == x.rows,
@@ -464,7 +733,7 @@ class CudaBackend final : public Backend {
   }
 
   void rms_norm(Tensor x, const DeviceWeight* weight, float eps, int group, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "rms_norm");
     if (!op) return;
     if (!expect(group > 0 && x.cols % group == 0 && out.rows == x.rows && out.cols == x.cols &&
                     (!weight || weight->rows * weight->cols == group),
@@ -476,7 +745,7 @@ class CudaBackend final : public Backend {
   }
 
   void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) override {
-    Op op(*this);
+    Op op(*this, "rope");
     if (!op) return;
     if (!expect(head_dim > 0 && x.cols % head_dim == 0 && rope.rope_dim <= head_dim && rope.rope_dim % 2 == 0 && x.rows == bdev_.rows,
                 "rope: [{}, {}] with head_dim {} and rope_dim {}", x.rows, x.cols, head_dim, rope.rope_dim))
@@ -487,14 +756,14 @@ class CudaBackend final : public Backend {
   }
 
   void add(Tensor a, Tensor b) override {
-    Op op(*this);
+    Op op(*this, "add");
     if (!op) return;
     if (!expect(a.rows * a.cols == b.rows * b.cols, "add: [{}, {}] += [{}, {}]", a.rows, a.cols, b.rows, b.cols)) return;
     check(kn::add(a.data, b.data, a.rows * a.cols, stream_), "add");
   }
 
   void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "gather_rows");
     if (!op) return;
     if (!expect(out.rows == static_cast<int64_t>(rows.size()) && out.cols == x.cols, "gather_rows: {} rows into [{}, {}]", rows.size(),
                 out.rows, out.cols))
@@ -515,7 +784,7 @@ class CudaBackend final : public Backend {
   }
 
   void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) override {
-    Op op(*this);
+    Op op(*this, "hc_pre");
     if (!op) return;
     const int n = hc.hc, mix = (2 + n) * n;
     const int64_t d = collapsed.cols;
@@ -527,14 +796,14 @@ class CudaBackend final : public Backend {
     const float* scale = fvec(*hc.scale, "hc scale");
     float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * mix) * 4));
     if (!base || !scale || !m) return;
-    if (!gemm(streams.data, streams.rows, streams.cols, streams.cols, cw(*hc.fn), 0, mix, streams.cols, 0, 1, m, mix, true)) return;
+    if (!mix_product(streams, cw(*hc.fn), mix, m)) return;
     check(kn::hc_pre(streams.data, m, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, collapsed.data, post.data,
                      comb.data, stream_),
           "hc_pre");
   }
 
   void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) override {
-    Op op(*this);
+    Op op(*this, "hc_post");
     if (!op) return;
     const int n = static_cast<int>(post.cols);
     if (!expect(streams.cols == n * out.cols && new_streams.cols == streams.cols && comb.cols == n * n,
@@ -544,7 +813,7 @@ class CudaBackend final : public Backend {
   }
 
   void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "hc_head");
     if (!op) return;
     const int n = hc.hc;
     if (!expect(n >= 1 && n <= 16 && streams.cols == n * out.cols && hc.fn->rows == n && hc.fn->cols == streams.cols,
@@ -554,12 +823,12 @@ class CudaBackend final : public Backend {
     const float* scale = fvec(*hc.scale, "hc_head scale");
     float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * n) * 4));
     if (!base || !scale || !m) return;
-    if (!gemm(streams.data, streams.rows, streams.cols, streams.cols, cw(*hc.fn), 0, n, streams.cols, 0, 1, m, n, true)) return;
+    if (!mix_product(streams, cw(*hc.fn), n, m)) return;
     check(kn::hc_head(streams.data, m, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, out.data, stream_), "hc_head");
   }
 
   void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {
-    Op op(*this);
+    Op op(*this, "compress");
     if (!op || !layer_ok(layer)) return;
     const LayerStateLayout& L = layout_.layers[layer];
     const int width = c.indexer ? L.index_width() : L.width();
@@ -571,8 +840,8 @@ class CudaBackend final : public Backend {
     const float* norm = fvec(*c.norm, "compressor norm");
     kn::RopeDev r = rope_dev(c.rope);
     if (!ape || !norm || !r.inv_freq) return;
-    const auto jobs = jobs_by_rate_[L.rate];
-    if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs_dev_ + jobs.first, jobs.second, bdev_,
+    const JobList& jobs = jobs_by_rate_[L.rate];
+    if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs.jobs, jobs.count, jobs.capacity, bdev_,
                                  state_, layers_[layer], stream_),
                "compress pool"))
       return;
@@ -580,15 +849,14 @@ class CudaBackend final : public Backend {
   }
 
   void indexer_topk(int layer, Tensor q, Tensor weights, int heads, IntTensor out) override {
-    Op op(*this);
+    Op op(*this, "indexer_topk");
     if (!op || !layer_ok(layer)) return;
     const LayerStateLayout& L = layout_.layers[layer];
     if (!expect(L.rate > 0 && L.index_dim > 0 && heads > 0 && q.cols == static_cast<int64_t>(heads) * L.index_dim &&
                     weights.cols == heads && q.rows == bdev_.rows && out.rows == q.rows && out.cols > 0 && out.cols <= 4096,
                 "indexer_topk: layer {} with q [{}, {}], {} heads, top {}", layer, q.rows, q.cols, heads, out.cols))
       return;
-    int64_t max_visible = 1;
-    for (int32_t p : batch_->positions) max_visible = std::max<int64_t>(max_visible, (p + 1) / L.rate);
+    const int64_t max_visible = std::max<int64_t>(1, pos_bound_ / L.rate);
     const int64_t chunk = std::max<int64_t>(1, kIndexerScoreFloats / max_visible);
     float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
     if (!scores) return;
@@ -604,7 +872,7 @@ class CudaBackend final : public Backend {
   }
 
   void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "attention");
     if (!op || !layer_ok(layer)) return;
     const LayerStateLayout& L = layout_.layers[layer];
     const int hd = L.head_dim;
@@ -616,13 +884,22 @@ class CudaBackend final : public Backend {
     const float* sk = fvec(sinks, "attention sinks");
     if (!sk) return;
     const bool sel = selected && L.rate > 0;
-    check(kn::attention(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, static_cast<int>(q.cols / hd),
-                        bdev_, state_, layers_[layer], out.data, stream_),
+    const int heads = static_cast<int>(q.cols / hd);
+    // Small batches: share each (row, head)'s keys among up to 16 blocks so that ~1024 blocks run.
+    const int64_t rh = q.rows * heads;
+    const int splits = attention_split_ && rh < kAttnBlocks ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
+    float* part = nullptr;
+    if (splits > 1) {
+      part = static_cast<float*>(temp(static_cast<size_t>(rh * splits * (hd + 2)) * 4));
+      if (!part) return;
+    }
+    check(kn::attention(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
+                        layers_[layer], out.data, stream_, splits, part),
           "attention");
   }
 
   void window_update(int layer, Tensor kv) override {
-    Op op(*this);
+    Op op(*this, "window_update");
     if (!op || !layer_ok(layer)) return;
     const LayerStateLayout& L = layout_.layers[layer];
     if (!expect(kv.cols == L.head_dim && kv.rows == bdev_.rows, "window_update: layer {} with kv [{}, {}]", layer, kv.rows, kv.cols))
@@ -631,7 +908,7 @@ class CudaBackend final : public Backend {
   }
 
   void route(Tensor x, const Router& r, IntTensor experts, Tensor weights) override {
-    Op op(*this);
+    Op op(*this, "route");
     if (!op) return;
     const int64_t n_exp = r.gate->rows;
     if (!expect(r.gate->cols == x.cols && n_exp > 0 && n_exp <= 1024 && experts.cols == r.top_k && weights.cols == r.top_k &&
@@ -652,7 +929,7 @@ class CudaBackend final : public Backend {
   }
 
   void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "moe_experts");
     if (!op) return;
     const auto& w1 = cw(*e.w1);
     const auto& w3 = cw(*e.w3);
@@ -707,7 +984,7 @@ class CudaBackend final : public Backend {
   }
 
   void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) override {
-    Op op(*this);
+    Op op(*this, "shared expert (swiglu)", w1.rows, w1.cols);
     if (!op) return;
     const int64_t inter = w1.rows;
     if (!expect(w3.rows == inter && w1.cols == x.cols && w3.cols == x.cols && w2.cols == inter && w2.rows == out.cols && out.rows == x.rows,
@@ -725,23 +1002,36 @@ class CudaBackend final : public Backend {
  private:
   CudaBackend(int device, bool fp32_weights) : device_(device), fp32_(fp32_weights) {}
 
-  // Marks an op: the outermost one recycles the temporary arena (stream order makes that safe).
+  // Marks an op: the outermost one recycles the temporary arena (stream order makes that safe) and,
+  // when profiling, is timed with a pair of events. While a captured graph stands in for this
+  // forward (replay), ops do nothing.
   class Op {
    public:
-    explicit Op(CudaBackend& b) : b_(b) {
-      if (b_.op_depth_++ == 0 && !b_.failed_) b_.temp_.reset(b_.stream_);
+    Op(CudaBackend& b, const char* name, int64_t n = 0, int64_t k = 0) : b_(b) {
+      if (b_.op_depth_++ != 0 || b_.failed_ || b_.mode_ == Mode::kReplay) return;
+      b_.temp_.reset(b_.stream_, b_.mode_ != Mode::kCapture);
+      if (b_.profiling_) prof_ = b_.prof_begin(name, n, k);
     }
-    ~Op() { --b_.op_depth_; }
-    explicit operator bool() const { return !b_.failed_; }
+    ~Op() {
+      --b_.op_depth_;
+      if (prof_ >= 0) b_.prof_end(prof_);
+    }
+    explicit operator bool() const { return !b_.failed_ && b_.mode_ != Mode::kReplay; }
 
    private:
     CudaBackend& b_;
+    int prof_ = -1;
   };
 
   Result<void> init() {
     DI_TRYV(set_device());
     cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cuda_error(e, "creating a stream");
+    for (auto& ev : meta_event_) {
+      e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+      if (e != cudaSuccess) return cuda_error(e, "creating an event");
+    }
+    if (const char* g = std::getenv("DEEPINFER_CUDA_GRAPHS"); g && std::string(g) == "0") graphs_allowed_ = false;
     cublasStatus_t s = cublasCreate(&blas_);
     if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: cannot create a handle: {}", blas_name(s));
     s = cublasSetStream(blas_, stream_);
@@ -769,26 +1059,126 @@ class CudaBackend final : public Backend {
     return ok();
   }
 
+  // Device metadata (one buffer: forwards run in stream order) and two pinned host buffers, so
+  // that the host can fill the next forward's while the device still copies from the last one.
   Result<void> reserve_meta(size_t ints) {
     if (ints <= meta_cap_) return ok();
-    const size_t cap = std::max(ints * 2, size_t(1) << 16);
+    const size_t cap = std::max(ints * 2, size_t(1) << 18);
+    DI_TRYV(sync("growing the metadata buffers"));  // the old ones may still be in use
     if (meta_dev_) cudaFree(meta_dev_);
-    if (meta_host_) cudaFreeHost(meta_host_);
     meta_dev_ = nullptr;
-    meta_host_ = nullptr;
     meta_cap_ = 0;
+    ++meta_generation_;
+    for (int i = 0; i < 2; ++i) {
+      if (meta_host_[i]) cudaFreeHost(meta_host_[i]);
+      meta_host_[i] = nullptr;
+    }
     DI_TRY(d, device_alloc<int32_t>(cap, "batch metadata"));
     meta_dev_ = d;
-    void* h = nullptr;
-    cudaError_t e = cudaMallocHost(&h, cap * 4);
-    if (e != cudaSuccess) return cuda_error(e, "allocating pinned host memory for batch metadata");
-    meta_host_ = static_cast<int32_t*>(h);
+    for (int i = 0; i < 2; ++i) {
+      void* h = nullptr;
+      cudaError_t e = cudaMallocHost(&h, cap * 4);
+      if (e != cudaSuccess) return cuda_error(e, "allocating pinned host memory for batch metadata");
+      meta_host_[i] = static_cast<int32_t*>(h);
+    }
     meta_cap_ = cap;
     return ok();
   }
 
+  // Ends this forward's graph capture (instantiating and launching the graph) or launches the
+  // graph that stands in for it. Every entry point that is not an op calls this first.
+  Result<void> flush_pending() {
+    const Mode m = mode_;
+    if (m == Mode::kEager) return ok();
+    mode_ = Mode::kEager;
+    GraphEntry* g = current_;
+    current_ = nullptr;
+    if (m == Mode::kCapture) {
+      cudaGraph_t graph = nullptr;
+      cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+      if (e == cudaSuccess && graph && !failed_) e = cudaGraphInstantiate(&g->exec, graph, 0);
+      if (graph) cudaGraphDestroy(graph);
+      if (e != cudaSuccess || failed_ || !g->exec) {
+        cudaGetLastError();
+        g->broken = true;
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        g->exec = nullptr;
+        // The captured work never ran: this forward is lost; later ones run without graphs.
+        graphs_on_ = false;
+        fail(e != cudaSuccess ? cuda_error(e, "capturing a decode step as a CUDA graph")
+                              : make_error(Code::kBackend, "capturing a decode step as a CUDA graph failed"));
+        return error_;
+      }
+    }
+    cudaError_t e = cudaGraphLaunch(g->exec, stream_);
+    if (e != cudaSuccess) {
+      fail(cuda_error(e, "launching a decode graph"));
+      return error_;
+    }
+    return ok();
+  }
+
+  void clear_graphs() {
+    for (auto& [k, g] : graphs_)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    graphs_.clear();
+    current_ = nullptr;
+  }
+
+  uint64_t generation() const {
+    return scratch_.generation() + temp_.generation() + meta_generation_ + state_generation_;
+  }
+
+  void* take_scratch(int64_t n, bool zero) {
+    if (failed_ || n <= 0) return nullptr;
+    void* p = scratch_.take(static_cast<size_t>(n) * 4);
+    if (!p) {
+      fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a scratch tensor of {} elements", n));
+      return nullptr;
+    }
+    if (zero && mode_ != Mode::kReplay) {  // (the graph zero-fills it)
+      const int pr = profiling_ && op_depth_ == 0 ? prof_begin("scratch zero-fill", 0, 0) : -1;
+      check(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+      if (pr >= 0) prof_end(pr);
+    }
+    return p;
+  }
+
+  cudaEvent_t next_event() {
+    if (events_used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+      events_.push_back(e);
+    }
+    return events_[events_used_++];
+  }
+
+  int prof_begin(const char* name, int64_t n, int64_t k) {
+    if (!next_event()) return -1;
+    const size_t start = events_used_ - 1;
+    if (cudaEventRecord(events_[start], stream_) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    prof_.push_back(ProfRecord{name, n, k, start, start});
+    return static_cast<int>(prof_.size()) - 1;
+  }
+
+  void prof_end(int i) {
+    if (!next_event()) {
+      prof_.erase(prof_.begin() + i);
+      return;
+    }
+    prof_[i].end = events_used_ - 1;
+    if (cudaEventRecord(events_[prof_[i].end], stream_) != cudaSuccess) cudaGetLastError();
+  }
+
   template <class T>
   Result<void> copy_out(const T* dev, T* host, int64_t n) {
+    DI_TRYV(flush_pending());
     if (failed_) return error_;
     if (n > 0) {
       cudaError_t e = cudaMemcpyAsync(host, dev, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost, stream_);
@@ -800,6 +1190,7 @@ class CudaBackend final : public Backend {
 
   template <class T>
   Result<void> copy_in(T* dev, const T* host, int64_t n) {
+    DI_TRYV(flush_pending());
     if (failed_) return error_;
     if (n > 0) {
       cudaError_t e = cudaMemcpyAsync(dev, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_);
@@ -860,6 +1251,16 @@ class CudaBackend final : public Backend {
     return r;
   }
 
+  // out [rows, n] = x @ w^T in fp32 for a hyper-connection mix (n small).
+  bool mix_product(Tensor x, const CudaWeight& w, int n, float* out) {
+    if (mix_kernel_ && w.f32 && n <= 64) {
+      auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows) * kn::mix_gemm_splits(x.cols) * n * 4));
+      if (!part) return false;
+      return check(kn::mix_gemm(x.data, x.rows, x.cols, w.f32, n, part, out, stream_), "hyper-connection mix");
+    }
+    return gemm(x.data, x.rows, x.cols, x.cols, w, 0, n, x.cols, 0, 1, out, n, true);
+  }
+
   // C[i] (rows x n, ldc) = X[i] (rows x k, ldx) @ W[i]^T for `batch` groups: X[i] = x + i * k,
   // W[i] = w + w_off + i * w_stride, C[i] = c + i * n. bf16 weights (activations rounded to bf16)
   // unless prefer_f32 and the weight has an fp32 copy; fp32 accumulation either way.
@@ -909,14 +1310,58 @@ class CudaBackend final : public Backend {
 
   DeviceArena scratch_, temp_;
   int32_t* meta_dev_ = nullptr;
-  int32_t* meta_host_ = nullptr;
+  int32_t* meta_host_[2] = {nullptr, nullptr};
+  cudaEvent_t meta_event_[2] = {nullptr, nullptr};
+  int meta_turn_ = 0;
   size_t meta_cap_ = 0;
+  uint64_t meta_generation_ = 0, state_generation_ = 0;
 
   const ForwardBatch* batch_ = nullptr;
   kn::BatchDev bdev_;
   const int32_t* logit_rows_dev_ = nullptr;
-  const kn::CompressJob* jobs_dev_ = nullptr;
-  std::map<int, std::pair<int32_t, int32_t>> jobs_by_rate_;  // rate -> (first job, count)
+  int64_t pos_bound_ = 1;  // every row's position is below this (graph steps: from the block-table capacity)
+  struct JobList {
+    const kn::CompressJob* jobs = nullptr;
+    const int32_t* count = nullptr;  // device: jobs in this step
+    int capacity = 0;                // launch size (>= count)
+  };
+  std::map<int, JobList> jobs_by_rate_;
+
+  // CUDA graphs of decode steps, by (rows, logit rows, block-table capacity).
+  enum class Mode { kEager, kCapture, kReplay };
+  struct GraphKey {
+    int32_t rows, logit_rows, block_cap;
+    bool operator<(const GraphKey& o) const {
+      return std::tie(rows, logit_rows, block_cap) < std::tie(o.rows, o.logit_rows, o.block_cap);
+    }
+  };
+  struct GraphEntry {
+    cudaGraphExec_t exec = nullptr;
+    bool seen = false;    // ran eagerly once (the arenas have grown to what it needs)
+    bool broken = false;  // capture failed: always eager
+  };
+  static constexpr int32_t kGraphBlockBucket = 16;  // graphs are re-captured every 16 blocks of context
+  bool mix_kernel_ = true;        // hyper-connection mixes by kernels::mix_gemm, not cuBLAS
+  bool attention_split_ = true;   // split small batches' attention over the keys
+  bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
+  bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
+  bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
+  Mode mode_ = Mode::kEager;
+  std::map<GraphKey, GraphEntry> graphs_;
+  GraphEntry* current_ = nullptr;
+  uint64_t graphs_gen_ = 0;
+
+  // Op profiling: event pairs per outermost op.
+  static constexpr int64_t kProfileHeadStartNs = 30'000'000;
+  struct ProfRecord {
+    const char* name;
+    int64_t n, k;
+    size_t start, end;
+  };
+  bool profiling_ = false;
+  std::vector<ProfRecord> prof_;
+  std::vector<cudaEvent_t> events_;
+  size_t events_used_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Device-side runner for `deepinfer bench` on the V4-Flash-4L shape (the lent GPU machine of this
+# workplace). Pack first, here: build with -DDEEPINFER_CUDA_ARCHS=90a, then put into
+# <checkout>/.carry/ (git-ignored) this script, bench/configs/v4-flash-4l.json and bundle.tar.xz
+# holding build/bin/deepinfer, build/tests/gpu/test_cuda_backend and the shared libraries the device
+# image lacks (see tests/gpu/run_on_device.sh; cuBLAS comes from the image's python package).
+# Run there as `bash .carry/run_on_device.sh` with carry [".carry"]. Environment: INPUT_LENS
+# (default 4096,32768), BENCH_SECONDS (the bench's own budget, default 170), TESTS=0 to skip the
+# GPU tests, EXTRA (more bench flags).
+cd "$(dirname "$0")"
+mkdir -p bin && tar -xJf bundle.tar.xz -C bin
+CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
+export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
+export DI_GOLDEN_DIR=$(cd .. && pwd)/tests/golden
+nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
+CFG=$PWD/v4-flash-4l.json
+set -o pipefail
+timeout $((${BENCH_SECONDS:-170} + 60)) bin/deepinfer bench --model "$CFG" --dummy-weights --device cuda \
+  --input-len ${INPUT_LENS:-4096,32768} --output-len 32 --breakdown --breakdown-batches 1,64 --compare \
+  --max-seconds ${BENCH_SECONDS:-170} --out "$OUT/bench.md" $EXTRA 2> "$OUT/bench.err" > /dev/null
+rc=$?
+echo "bench rc=$rc"; tail -5 "$OUT/bench.err"
+if [ $rc -ne 0 ]; then  # keep numbers even if graph replay is what broke
+  timeout 90 bin/deepinfer bench --model "$CFG" --dummy-weights --device cuda --input-len 4096 --output-len 8 \
+    --no-graphs --no-prefill --max-seconds 40 --out "$OUT/bench_nographs.md" 2> "$OUT/bench_nographs.err" > /dev/null
+  echo "bench --no-graphs rc=$?"; tail -3 "$OUT/bench_nographs.err"
+fi
+if [ "${TESTS:-1}" != 0 ]; then
+  timeout 90 bin/test_cuda_backend > "$OUT/tests.log" 2>&1
+  echo "tests rc=$?"
+  grep -E "^\[ (op|golden) \] random|FAILED|PASSED|Failure" "$OUT/tests.log" | head -30
+fi
+cat "$OUT/bench.md" 2>/dev/null | grep -E "^\| |^- device|^#" | head -120

@@ -1,0 +1,549 @@
+// deepinfer bench: offline throughput and latency of the model runner (no engine loop, no HTTP),
+// against two ceilings measured in the same run: device-to-device copy bandwidth and the bf16
+// matrix rate. Prints markdown tables:
+//   - decode: time per output token at each batch size and context, with the bytes the step must
+//     move (model_cost.h) over the measured bandwidth as the floor;
+//   - prefill: tokens/s with FLOPs over the measured matrix rate;
+//   - per-op device time of one decode step (--breakdown).
+// Decode at a long context starts from a synthetic context (Backend::randomize_state,
+// ModelRunner::set_synthetic_length): its cost does not depend on what the state holds, and
+// prefilling 256 x 32K tokens first would take minutes.
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "engine/model_runner.h"
+#include "model/model_cost.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string model, device = "auto", out;
+  bool dummy = false;
+  int threads = 0;
+  std::vector<int> batch_sizes{1, 8, 32, 64, 128, 256};
+  std::vector<int> input_lens{4096};
+  int output_len = 32;
+  int warmup = 4;
+  int eager_steps = 4;
+  int host_logit_steps = 3;
+  bool breakdown = false;
+  std::vector<int> breakdown_batches{1, 64};
+  bool compare = false;
+  bool no_graphs = false;
+  bool no_decode = false, no_prefill = false;
+  int prefill_chunk = 8192;
+  int64_t prefill_max_tokens = 65536;
+  double max_seconds = 0;
+  uint64_t seed = 0;
+};
+
+// Markdown goes to stdout (flushed as it comes) and, with --out, to a file.
+class Report {
+ public:
+  explicit Report(const std::string& path) {
+    if (!path.empty()) file_.open(path);
+  }
+  void line(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    std::printf("%s\n", buf);
+    std::fflush(stdout);
+    if (file_) file_ << buf << "\n" << std::flush;
+  }
+  void blank() { line("%s", ""); }
+
+ private:
+  std::ofstream file_;
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+std::string gb(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", bytes / 1e9);
+  return b;
+}
+
+// Backend options that bring back an earlier version of one thing (Backend::set_option).
+struct Knob {
+  const char* option;
+  int before, now;
+  const char* op;    // the op it changes in the profile
+  const char* what;  // for the table
+};
+constexpr Knob kKnobs[] = {
+    {"moe_kernel", 1, 2, "moe_experts", "pipelined expert GEMM (v2) vs v1"},
+    {"mix_kernel", 0, 1, "hc_pre", "split-K mix kernel vs cuBLAS sgemm"},
+    {"attention_split", 0, 1, "attention", "keys split over blocks at small batch"},
+    {"zero_scratch", 1, 0, "scratch zero-fill", "no zero fill of fully written scratch"},
+};
+
+double op_ms(const std::vector<OpTime>& prof, const char* op) {
+  for (const OpTime& t : prof)
+    if (t.op == op) return t.ms;
+  return 0.0;
+}
+
+double sum_ms(const std::vector<OpTime>& prof) {
+  double s = 0;
+  for (const OpTime& t : prof) s += t.ms;
+  return s;
+}
+
+class Bench {
+ public:
+  Bench(const BenchArgs& a, Backend& be, DeepseekV4& model, Report& rep)
+      : a_(a), be_(be), model_(model), rep_(rep), cost_(model.config()), rng_(a.seed), t0_(Clock::now()) {}
+
+  void set_ceilings(const DeviceCeilings& c) { ceil_ = c; }
+
+  bool over_budget() const { return a_.max_seconds > 0 && seconds_since(t0_) > a_.max_seconds; }
+
+  std::vector<int32_t> random_ids(size_t n) {
+    std::uniform_int_distribution<int32_t> tok(2, model_.config().vocab_size - 1);
+    std::vector<int32_t> v(n);
+    for (auto& x : v) x = tok(rng_);
+    return v;
+  }
+
+  struct DecodeRow {
+    int batch = 0;
+    double tpot_ms = 0, eager_ms = 0, host_logits_ms = 0;
+    ModelCost::DecodeBytes bytes;
+    bool done = false;
+  };
+
+  // Decode at `context` for every batch size; then the breakdown.
+  Result<void> decode(int context) {
+    const int max_b = *std::max_element(a_.batch_sizes.begin(), a_.batch_sizes.end());
+    const int steps = a_.eager_steps + a_.warmup + a_.output_len + a_.host_logit_steps + 4;
+    RunnerOptions ro;
+    ro.max_sequences = max_b;
+    ro.max_context = context + steps + 8;
+    ro.graphs = !a_.no_graphs;
+    DI_TRY(runner, ModelRunner::create(model_, be_, ro));
+    std::fprintf(stderr, "decode at context %d: state for %d x %lld tokens\n", context, max_b, static_cast<long long>(ro.max_context));
+
+    std::vector<DecodeRow> rows;
+    std::vector<std::pair<int, std::vector<OpTime>>> profiles;
+    struct Compare {
+      int batch;
+      const Knob* knob;
+      double before_ms, now_ms, before_sum, now_sum;
+    };
+    std::vector<Compare> compares;
+    for (int B : a_.batch_sizes) {
+      DecodeRow row;
+      row.batch = B;
+      if (over_budget()) {
+        rows.push_back(row);
+        continue;
+      }
+      std::vector<int32_t> seqs;
+      for (int i = 0; i < B; ++i) {
+        DI_TRY(id, runner->open_sequence());
+        DI_TRYV(runner->set_synthetic_length(id, context));
+        seqs.push_back(id);
+      }
+      DI_TRYV(be_.randomize_state(a_.seed + static_cast<uint64_t>(B)));
+      std::vector<float> logits;
+      auto step = [&]() -> Result<double> {
+        std::vector<int32_t> ids = random_ids(seqs.size());
+        std::vector<ModelRunner::Feed> feeds;
+        for (size_t i = 0; i < seqs.size(); ++i) feeds.push_back({seqs[i], &ids[i], 1, ForwardBatch::Logits::kLast});
+        const auto t = Clock::now();
+        DI_TRYV(runner->step(feeds, logits));
+        DI_TRYV(be_.finish());
+        return seconds_since(t) * 1e3;
+      };
+      auto mean_of = [&](int n) -> Result<double> {
+        double sum = 0;
+        for (int i = 0; i < n; ++i) {
+          DI_TRY(ms, step());
+          sum += ms;
+        }
+        return n > 0 ? sum / n : 0.0;
+      };
+      model_.set_logits_to_host(false);
+      // Eager (every op launched from the host) for comparison, then graph replays.
+      be_.set_graphs(false);
+      DI_TRYV(mean_of(1));
+      DI_TRY(eager, mean_of(a_.eager_steps));
+      row.eager_ms = eager;
+      be_.set_graphs(!a_.no_graphs);
+      DI_TRYV(mean_of(a_.warmup));
+      DI_TRY(tpot, mean_of(a_.output_len));
+      row.tpot_ms = tpot;
+      // The same steps with the logits copied to the host, as the engine's sampler needs them today.
+      model_.set_logits_to_host(true);
+      DI_TRY(with_host, mean_of(a_.host_logit_steps));
+      row.host_logits_ms = a_.host_logit_steps > 0 ? with_host - tpot : 0;
+      model_.set_logits_to_host(false);
+      row.bytes = cost_.decode_bytes(B, context + a_.eager_steps + a_.warmup + a_.output_len / 2);
+      row.done = true;
+      rows.push_back(row);
+      std::fprintf(stderr, "  batch %d: %.3f ms/token (eager %.3f)\n", B, row.tpot_ms, row.eager_ms);
+
+      if (a_.breakdown && std::find(a_.breakdown_batches.begin(), a_.breakdown_batches.end(), B) != a_.breakdown_batches.end()) {
+        be_.set_op_profiling(true);
+        DI_TRYV(step());
+        DI_TRY(prof, be_.take_op_profile());
+        profiles.emplace_back(B, std::move(prof));
+        if (a_.compare) {
+          // Each change of this round against the version before it, one at a time.
+          for (const Knob& k : kKnobs) {
+            if (!be_.set_option(k.option, k.before)) continue;
+            DI_TRYV(step());
+            DI_TRY(prof1, be_.take_op_profile());
+            be_.set_option(k.option, k.now);
+            compares.push_back({B, &k, op_ms(prof1, k.op), op_ms(profiles.back().second, k.op), sum_ms(prof1),
+                                sum_ms(profiles.back().second)});
+          }
+        }
+        be_.set_op_profiling(false);
+      }
+      for (int32_t id : seqs) runner->close_sequence(id);
+    }
+    model_.set_logits_to_host(true);
+
+    rep_.line("### Decode at context %d", context);
+    rep_.blank();
+    rep_.line("Each sequence holds %d tokens of synthetic context; a step decodes one token per sequence. TPOT: mean over %d "
+              "steps (CUDA graphs%s), logits left on the device; eager: every op launched from the host; +logits D2H: "
+              "extra time when the step copies the logits to the host (what the engine's host sampler does today). "
+              "Floor: bytes the step must move / measured copy bandwidth (dense weights + the routed experts the batch "
+              "activates under uniform routing + the state attention and the indexer read).",
+              context, a_.output_len, a_.no_graphs ? " off" : "");
+    rep_.blank();
+    rep_.line("| batch | TPOT ms | eager ms | +logits D2H ms | tokens/s | experts/layer | bytes/step GB | floor ms | TPOT / floor | "
+              "fraction of HBM BW |");
+    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (const DecodeRow& r : rows) {
+      if (!r.done) {
+        rep_.line("| %d | (skipped: time budget) | | | | | | | | |", r.batch);
+        continue;
+      }
+      const double floor_ms = ceil_.copy_bytes_per_s > 0 ? r.bytes.total() / ceil_.copy_bytes_per_s * 1e3 : 0;
+      char fl[32] = "n/a", ratio[32] = "n/a", frac[32] = "n/a";
+      if (floor_ms > 0) {
+        std::snprintf(fl, sizeof fl, "%.3f", floor_ms);
+        std::snprintf(ratio, sizeof ratio, "%.2f", r.tpot_ms / floor_ms);
+        std::snprintf(frac, sizeof frac, "%.0f%%", 100.0 * floor_ms / r.tpot_ms);
+      }
+      rep_.line("| %d | %.3f | %.3f | %.3f | %.0f | %.0f | %s | %s | %s | %s |", r.batch, r.tpot_ms, r.eager_ms, r.host_logits_ms,
+                r.batch / (r.tpot_ms * 1e-3), r.bytes.distinct_experts, gb(r.bytes.total()).c_str(), fl, ratio, frac);
+      decode_results_.push_back({context, r});
+    }
+    rep_.blank();
+
+    for (const auto& [B, prof] : profiles) {
+      if (prof.empty()) {
+        rep_.line("(%s keeps no per-op timings: no breakdown for batch %d.)", be_.name().c_str(), B);
+        rep_.blank();
+        continue;
+      }
+      double total = 0;
+      for (const OpTime& t : prof) total += t.ms;
+      rep_.line("#### Per-op device time of one decode step: batch %d, context %d (eager, events around each op)", B, context);
+      rep_.blank();
+      rep_.line("Sum %.3f ms over %zu kinds of op. Products are named by their weight's shape (rows x cols): e.g. at V4-Flash "
+                "shape 1024x4096 wq_a, 32768x1024 wq_b, 512x4096 wkv, 4096x8192 wo_b, grouped 8192x4096 wo_a, 129280x4096 the LM head; "
+                "the shared expert's three products are one op.",
+                total, prof.size());
+      rep_.blank();
+      rep_.line("| op | calls | ms | share |");
+      rep_.line("|---|---:|---:|---:|");
+      const size_t n = std::min<size_t>(prof.size(), 20);
+      for (size_t i = 0; i < n; ++i)
+        rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
+                  total > 0 ? 100.0 * prof[i].ms / total : 0.0);
+      bool first = true;
+      for (const Compare& cmp : compares)
+        if (cmp.batch == B) {
+          if (first) {
+            rep_.blank();
+            rep_.line("Against the versions before (one at a time, same step):");
+            rep_.blank();
+            rep_.line("| change | op | before ms | now ms | step sum before | step sum now |");
+            rep_.line("|---|---|---:|---:|---:|---:|");
+            first = false;
+          }
+          rep_.line("| %s | %s | %.3f | %.3f | %.3f | %.3f |", cmp.knob->what, cmp.knob->op, cmp.before_ms, cmp.now_ms, cmp.before_sum,
+                    cmp.now_sum);
+        }
+      rep_.blank();
+    }
+    return ok();
+  }
+
+  // Prefill of B sequences of `context` tokens, in forwards of at most prefill_chunk tokens.
+  Result<void> prefill(int context) {
+    std::vector<int> bs;
+    for (int B : a_.batch_sizes)
+      if (static_cast<int64_t>(B) * context <= std::max<int64_t>(a_.prefill_max_tokens, context)) bs.push_back(B);
+    if (bs.empty()) bs.push_back(1);
+    const int max_b = *std::max_element(bs.begin(), bs.end());
+    RunnerOptions ro;
+    ro.max_sequences = max_b + 1;
+    ro.max_context = context;
+    ro.graphs = !a_.no_graphs;
+    DI_TRY(runner, ModelRunner::create(model_, be_, ro));
+    std::fprintf(stderr, "prefill at context %d\n", context);
+    std::vector<float> logits;
+    model_.set_logits_to_host(false);
+    {  // warm-up: one chunk
+      DI_TRY(id, runner->open_sequence());
+      const int n = std::min(context, a_.prefill_chunk);
+      std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
+      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits));
+      DI_TRYV(be_.finish());
+      runner->close_sequence(id);
+    }
+    rep_.line("### Prefill at context %d", context);
+    rep_.blank();
+    rep_.line("B sequences of %d prompt tokens, processed as the engine's chunked prefill does: forwards of at most %d tokens "
+              "(sequences packed), logits of each prompt's last token. FLOPs: projections, mixes, router, shared + %d routed "
+              "experts, attention over the visible keys, the indexer's scores, the LM head (model_cost.h). Batches above %lld "
+              "tokens are not run: their forwards are the same full chunks.",
+              context, a_.prefill_chunk, model_.config().experts_per_token, static_cast<long long>(a_.prefill_max_tokens));
+    rep_.blank();
+    rep_.line("| batch | tokens | forwards | time s | tokens/s | TTFT ms (last sequence) | TFLOP/s | fraction of bf16 matrix rate |");
+    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (int B : bs) {
+      if (over_budget()) {
+        rep_.line("| %d | (skipped: time budget) | | | | | | |", B);
+        continue;
+      }
+      std::vector<int32_t> seqs;
+      std::vector<std::vector<int32_t>> prompts;
+      for (int i = 0; i < B; ++i) {
+        DI_TRY(id, runner->open_sequence());
+        seqs.push_back(id);
+        prompts.push_back(random_ids(static_cast<size_t>(context)));
+      }
+      std::vector<int> done(B, 0);
+      int forwards = 0;
+      double flops = 0;
+      const auto t = Clock::now();
+      for (int next = 0; next < B;) {
+        std::vector<ModelRunner::Feed> feeds;
+        int budget = a_.prefill_chunk;
+        for (int i = next; i < B && budget > 0; ++i) {
+          const int n = std::min(budget, context - done[i]);
+          const bool last = done[i] + n == context;
+          feeds.push_back({seqs[i], prompts[i].data() + done[i], n, last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone});
+          for (int p = done[i]; p < done[i] + n; ++p) flops += cost_.token_flops(p);
+          if (last) flops += cost_.head_flops();
+          done[i] += n;
+          budget -= n;
+        }
+        DI_TRYV(runner->step(feeds, logits));
+        ++forwards;
+        while (next < B && done[next] == context) ++next;
+      }
+      DI_TRYV(be_.finish());
+      const double s = seconds_since(t);
+      const double tokens = static_cast<double>(B) * context;
+      char frac[32] = "n/a";
+      if (ceil_.bf16_flops > 0) std::snprintf(frac, sizeof frac, "%.1f%%", 100.0 * flops / s / ceil_.bf16_flops);
+      rep_.line("| %d | %.0f | %d | %.3f | %.0f | %.1f | %.1f | %s |", B, tokens, forwards, s, tokens / s, s * 1e3,
+                flops / s / 1e12, frac);
+      prefill_results_.push_back({context, B, tokens / s, ceil_.bf16_flops > 0 ? flops / s / ceil_.bf16_flops : 0});
+      std::fprintf(stderr, "  batch %d: %.0f tokens/s\n", B, tokens / s);
+      for (int32_t id : seqs) runner->close_sequence(id);
+    }
+    rep_.blank();
+    if (a_.breakdown && !over_budget()) {
+      // The last chunk of one prompt (the most context), after a synthetic context.
+      const int n = std::min(context, a_.prefill_chunk);
+      DI_TRY(id, runner->open_sequence());
+      DI_TRYV(runner->set_synthetic_length(id, context - n));
+      DI_TRYV(be_.randomize_state(a_.seed + 99));
+      std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
+      be_.set_op_profiling(true);
+      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits));
+      DI_TRY(prof, be_.take_op_profile());
+      be_.set_op_profiling(false);
+      runner->close_sequence(id);
+      if (!prof.empty()) {
+        const double total = sum_ms(prof);
+        double flops = cost_.head_flops();
+        for (int p = context - n; p < context; ++p) flops += cost_.token_flops(p);
+        rep_.line("#### Per-op device time of one prefill forward: %d tokens at positions %d..%d", n, context - n, context - 1);
+        rep_.blank();
+        rep_.line("Sum %.3f ms (%.0f tokens/s, %.1f TFLOP/s).", total, n / (total * 1e-3), flops / (total * 1e-3) / 1e12);
+        rep_.blank();
+        rep_.line("| op | calls | ms | share |");
+        rep_.line("|---|---:|---:|---:|");
+        for (size_t i = 0; i < std::min<size_t>(prof.size(), 15); ++i)
+          rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
+                    100.0 * prof[i].ms / total);
+        rep_.blank();
+      }
+    }
+    model_.set_logits_to_host(true);
+    return ok();
+  }
+
+  void summary() {
+    rep_.line("### Against the targets");
+    rep_.blank();
+    rep_.line("| figure | measured | floor or ceiling | ratio | target |");
+    rep_.line("|---|---:|---:|---:|---|");
+    for (const auto& [ctx, r] : decode_results_) {
+      if (r.batch != 1 && r.batch != 64) continue;
+      if (ceil_.copy_bytes_per_s <= 0) continue;
+      const double floor_ms = r.bytes.total() / ceil_.copy_bytes_per_s * 1e3;
+      rep_.line("| batch-%d decode TPOT, context %d | %.3f ms | %.3f ms | %.2fx | <= %s |", r.batch, ctx, r.tpot_ms, floor_ms,
+                r.tpot_ms / floor_ms, r.batch == 1 ? "1.5x" : "1.6x");
+    }
+    for (const auto& p : prefill_results_)
+      if (p.fraction > 0)
+        rep_.line("| prefill, batch %d, context %d | %.0f tokens/s | | %.1f%% of the bf16 matrix rate | >= 40%% |", p.batch, p.context,
+                  p.tokens_per_s, 100 * p.fraction);
+    rep_.blank();
+  }
+
+ private:
+  struct PrefillResult {
+    int context, batch;
+    double tokens_per_s, fraction;
+  };
+
+  const BenchArgs& a_;
+  Backend& be_;
+  DeepseekV4& model_;
+  Report& rep_;
+  ModelCost cost_;
+  std::mt19937 rng_;
+  Clock::time_point t0_;
+  DeviceCeilings ceil_;
+  std::vector<std::pair<int, DecodeRow>> decode_results_;
+  std::vector<PrefillResult> prefill_results_;
+};
+
+Result<void> run_bench(const BenchArgs& a) {
+  Report rep(a.out);
+  std::unique_ptr<Backend> backend;
+  if (a.device == "cpu") {
+    backend = make_cpu_backend(a.threads);
+  } else {
+    auto cuda = make_backend(a.device == "auto" ? "cuda" : a.device);
+    if (cuda) backend = std::move(cuda).value();
+    else if (a.device != "auto") return cuda.error();
+    else backend = make_cpu_backend(a.threads);
+  }
+  std::unique_ptr<DeepseekV4> model;
+  const auto t_load = Clock::now();
+  if (a.dummy) {
+    DI_TRY(config, DeepseekV4::read_config(a.model));
+    std::fprintf(stderr, "building %s with random weights on %s ...\n", a.model.c_str(), backend->name().c_str());
+    DI_TRY(m, DeepseekV4::random(config, *backend, a.seed));
+    model = std::move(m);
+  } else {
+    DI_TRY(m, load_model_with_progress(a.model, *backend));
+    model = std::move(m);
+  }
+  const double load_s = seconds_since(t_load);
+  const ModelConfig& c = model->config();
+  const ModelCost cost(c);
+
+  rep.line("## deepinfer bench");
+  rep.blank();
+  rep.line("- command: `%s`", command_line().c_str());
+  rep.line("- date: %s", utc_now().c_str());
+  rep.line("- backend: %s; model %s%s: %d layers (%s), hidden %d, %d heads x %d, %d experts top-%d (inter %d), vocab %d; "
+           "%s GB of weights as stored; built in %.2f s",
+           backend->name().c_str(), a.model.c_str(), a.dummy ? " (random weights)" : "", c.num_layers,
+           [&] {
+             std::string s;
+             for (int l = 0; l < c.num_layers; ++l) {
+               if (l) s += ", ";
+               s += c.attention_types[l] == AttentionType::kCsa ? "CSA" : c.attention_types[l] == AttentionType::kHca ? "HCA" : "SWA";
+               s += c.moe_routing[l] == MoeRouting::kHash ? "/hash" : "";
+             }
+             return s;
+           }()
+               .c_str(),
+           c.hidden_size, c.num_heads, c.head_dim, c.num_experts, c.experts_per_token, c.moe_intermediate_size, c.vocab_size,
+           gb(cost.stored_weight_bytes()).c_str(), load_s);
+
+  Bench bench(a, *backend, *model, rep);
+  auto ceil = backend->measure_ceilings();
+  if (ceil) {
+    const DeviceCeilings& d = ceil.value();
+    rep.line("- device: %s, %.0f GiB; measured copy bandwidth %.2f TB/s (1 GiB device-to-device, read + write); bf16 matrix "
+             "rate %.0f TFLOP/s (cuBLAS 8192^3, fp32 accumulation); both medians of 20 and 10 runs",
+             d.device.c_str(), static_cast<double>(d.memory_bytes) / (1 << 30), d.copy_bytes_per_s / 1e12, d.bf16_flops / 1e12);
+    bench.set_ceilings(d);
+  } else {
+    rep.line("- ceilings: not measured (%s): fractions are n/a", ceil.error().message.c_str());
+  }
+  rep.blank();
+
+  for (int ctx : a.input_lens) {
+    if (!a.no_decode) {
+      DI_TRYV(bench.decode(ctx));
+    }
+    if (!a.no_prefill) {
+      DI_TRYV(bench.prefill(ctx));
+    }
+  }
+  bench.summary();
+  return ok();
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Offline throughput and latency (prefill, decode, per-op breakdown) against the hardware ceilings");
+  cmd->add_option("--model", a->model, "Model directory, or with --dummy-weights a config.json")->required();
+  cmd->add_flag("--dummy-weights", a->dummy, "Build the model from its config alone with random weights made on the device");
+  cmd->add_option("--device", a->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch-sizes", a->batch_sizes, "Decode batch sizes")->delimiter(',')->capture_default_str();
+  cmd->add_option("--input-len", a->input_lens, "Prompt length = decode context (several: each gets its tables)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--output-len", a->output_len, "Decode steps timed per batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Untimed decode steps before timing (graph capture happens here)")->capture_default_str();
+  cmd->add_option("--eager-steps", a->eager_steps, "Decode steps timed without CUDA graphs, for comparison")->capture_default_str();
+  cmd->add_flag("--breakdown", a->breakdown, "Per-op device time of one decode step");
+  cmd->add_option("--breakdown-batches", a->breakdown_batches, "Batch sizes that get a breakdown")->delimiter(',')->capture_default_str();
+  cmd->add_flag("--compare", a->compare, "In the breakdown, also time each op's earlier version (expert GEMM, mixes, attention, zero fills)");
+  cmd->add_flag("--no-graphs", a->no_graphs, "Never replay decode steps as CUDA graphs");
+  cmd->add_flag("--no-decode", a->no_decode, "Skip decode");
+  cmd->add_flag("--no-prefill", a->no_prefill, "Skip prefill");
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "Tokens per prefill forward")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--prefill-max-tokens", a->prefill_max_tokens, "Largest batch x input-len prefilled")->capture_default_str();
+  cmd->add_option("--max-seconds", a->max_seconds, "Skip what starts after this many seconds (0: no limit)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the weights, state and token ids")->capture_default_str();
+  cmd->add_option("--out", a->out, "Also write the markdown to this file");
+  cmd->callback([a, &exit_code] { exit_code = report(run_bench(*a)); });
+}
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,135 @@
+// Random-weight models (DeepseekV4::random) on the CUDA backend: the same weights as on the CPU
+// (fp32 mode matches to rounding, bf16 mode to bf16 rounding), decode steps replayed as CUDA graphs
+// equal to eager ones, and the per-op profile of a step.
+#include "engine/model_runner.h"
+#include "twin.h"
+
+#include "golden_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace deepinfer {
+namespace {
+
+ModelConfig demo_config() {
+  auto c = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo");
+  EXPECT_TRUE(c) << c.error().message;
+  return c ? c.value() : ModelConfig{};
+}
+
+// Three sequences: prefill 60 tokens each (one forward), then 40 decode steps of the batch of three.
+// Returns every logit row in order.
+std::vector<float> prefill_then_decode(DeepseekV4& model, Backend& be, bool graphs) {
+  RunnerOptions opt;
+  opt.max_sequences = 3;
+  opt.max_context = 128;
+  opt.graphs = graphs;
+  auto runner = ModelRunner::create(model, be, opt);
+  EXPECT_TRUE(runner) << runner.error().message;
+  if (!runner) return {};
+  ModelRunner& r = *runner.value();
+  std::vector<int32_t> seqs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    seqs.push_back(r.open_sequence().value());
+    std::vector<int32_t> p;
+    for (int t = 0; t < 60; ++t) p.push_back((t * 31 + i * 7 + 3) % 4000 + 5);
+    prompts.push_back(p);
+  }
+  std::vector<float> all, part;
+  std::vector<ModelRunner::Feed> feeds;
+  for (int i = 0; i < 3; ++i) feeds.push_back({seqs[i], prompts[i].data(), 60, ForwardBatch::Logits::kLast});
+  auto ok = r.step(feeds, part);
+  EXPECT_TRUE(ok) << ok.error().message;
+  all.insert(all.end(), part.begin(), part.end());
+  for (int step = 0; step < 40; ++step) {
+    std::vector<int32_t> tok = {(step * 13 + 1) % 4000 + 5, (step * 17 + 2) % 4000 + 5, (step * 19 + 3) % 4000 + 5};
+    feeds.clear();
+    for (int i = 0; i < 3; ++i) feeds.push_back({seqs[i], &tok[i], 1, ForwardBatch::Logits::kLast});
+    ok = r.step(feeds, part);
+    EXPECT_TRUE(ok) << ok.error().message;
+    if (!ok) break;
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+double top1_agreement(const std::vector<float>& a, const std::vector<float>& b, size_t vocab) {
+  size_t same = 0, n = std::min(a.size(), b.size()) / vocab;
+  for (size_t i = 0; i < n; ++i) {
+    auto x = a.begin() + static_cast<int64_t>(i * vocab), y = b.begin() + static_cast<int64_t>(i * vocab);
+    same += std::max_element(x, x + static_cast<int64_t>(vocab)) - x == std::max_element(y, y + static_cast<int64_t>(vocab)) - y;
+  }
+  return n ? static_cast<double>(same) / n : 0.0;
+}
+
+TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
+  DI_REQUIRE_GPU(gpu);
+  auto gpu32_r = make_cuda_backend(0, true);
+  ASSERT_TRUE(gpu32_r) << gpu32_r.error().message;
+  auto gpu32 = std::move(gpu32_r).value();
+  auto cpu = make_cpu_backend();
+  const ModelConfig c = demo_config();
+  auto m_cpu = DeepseekV4::random(c, *cpu, 11);
+  auto m_gpu32 = DeepseekV4::random(c, *gpu32, 11);
+  auto m_gpu = DeepseekV4::random(c, *gpu, 11);
+  ASSERT_TRUE(m_cpu && m_gpu32 && m_gpu);
+
+  const std::vector<float> ref = prefill_then_decode(*m_cpu.value(), *cpu, false);
+  const std::vector<float> f32 = prefill_then_decode(*m_gpu32.value(), *gpu32, true);
+  const std::vector<float> eager = prefill_then_decode(*m_gpu.value(), *gpu, false);
+  const std::vector<float> graphs = prefill_then_decode(*m_gpu.value(), *gpu, true);
+  ASSERT_EQ(ref.size(), 41u * 3 * 4096);
+  ASSERT_EQ(f32.size(), ref.size());
+  ASSERT_EQ(eager.size(), ref.size());
+  ASSERT_EQ(graphs.size(), ref.size());
+
+  const auto d32 = testing::deviation_of(f32, ref);
+  testing::print_deviation("random model: cuda fp32 (graphs) vs cpu", d32);
+  EXPECT_TRUE(d32.finite);
+  EXPECT_LE(d32.relative, 1e-4);
+  const auto d16 = testing::deviation_of(eager, ref);
+  testing::print_deviation("random model: cuda bf16 eager vs cpu", d16);
+  EXPECT_TRUE(d16.finite);
+  EXPECT_LE(d16.relative, 0.15);  // bf16 weights and activations (the golden fixtures land near 0.1)
+  EXPECT_GE(top1_agreement(eager, ref, 4096), 0.8);
+  const auto dg = testing::deviation_of(graphs, eager);
+  testing::print_deviation("random model: cuda bf16 graphs vs eager", dg);
+  EXPECT_TRUE(dg.finite);
+  EXPECT_LE(dg.relative, 1e-5);
+}
+
+TEST(CudaRandomModel, ProfilesTheOpsOfAStep) {
+  DI_REQUIRE_GPU(gpu);
+  auto m = DeepseekV4::random(demo_config(), *gpu, 5);
+  ASSERT_TRUE(m);
+  RunnerOptions opt;
+  opt.max_sequences = 2;
+  opt.max_context = 64;
+  auto runner = ModelRunner::create(*m.value(), *gpu, opt);
+  ASSERT_TRUE(runner);
+  auto seq = runner.value()->open_sequence();
+  ASSERT_TRUE(seq);
+  std::vector<int32_t> ids = {5, 6, 7, 8};
+  std::vector<float> logits;
+  gpu->set_op_profiling(true);
+  ASSERT_TRUE(runner.value()->step({{seq.value(), ids.data(), 4, ForwardBatch::Logits::kLast}}, logits));
+  auto prof = gpu->take_op_profile();
+  gpu->set_op_profiling(false);
+  ASSERT_TRUE(prof) << prof.error().message;
+  ASSERT_FALSE(prof.value().empty());
+  bool saw_moe = false;
+  for (const OpTime& t : prof.value()) {
+    EXPECT_GE(t.ms, 0.0) << t.op;
+    EXPECT_GT(t.calls, 0) << t.op;
+    saw_moe |= t.op == "moe_experts";
+    std::printf("[ op ] %-40s %3lld calls %.4f ms\n", t.op.c_str(), static_cast<long long>(t.calls), t.ms);
+  }
+  EXPECT_TRUE(saw_moe);
+  for (size_t i = 1; i < prof.value().size(); ++i) EXPECT_GE(prof.value()[i - 1].ms, prof.value()[i].ms);
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,119 @@
+// DeepseekV4::random: a model built from a config alone, with random weights made on the backend.
+// It must run (prefill, chunked, decode from a synthetic context) with finite logits, be a function
+// of its seed, and leave the checkpoint path alone.
+#include "engine/model_runner.h"
+
+#include "golden_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace deepinfer {
+namespace {
+
+ModelConfig demo_config() {
+  auto c = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo");
+  EXPECT_TRUE(c) << c.error().message;
+  return c ? c.value() : ModelConfig{};
+}
+
+std::vector<float> run(DeepseekV4& model, Backend& be, const std::vector<int32_t>& ids, int chunk) {
+  RunnerOptions opt;
+  opt.max_sequences = 2;
+  opt.max_context = 512;
+  auto runner = ModelRunner::create(model, be, opt);
+  EXPECT_TRUE(runner) << runner.error().message;
+  if (!runner) return {};
+  auto seq = runner.value()->open_sequence();
+  EXPECT_TRUE(seq);
+  std::vector<float> all, part;
+  for (size_t s = 0; s < ids.size(); s += chunk) {
+    const int32_t n = static_cast<int32_t>(std::min<size_t>(chunk, ids.size() - s));
+    auto r = runner.value()->step({{seq.value(), ids.data() + s, n, ForwardBatch::Logits::kAll}}, part);
+    EXPECT_TRUE(r) << r.error().message;
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+std::vector<int32_t> ids(int n) {
+  std::vector<int32_t> v;
+  for (int i = 0; i < n; ++i) v.push_back((i * 37 + 11) % 4000 + 5);
+  return v;
+}
+
+TEST(RandomModel, RunsWithFiniteLogitsAndChunkingAgrees) {
+  auto be = make_cpu_backend(2);
+  auto model = DeepseekV4::random(demo_config(), *be, 7);
+  ASSERT_TRUE(model) << model.error().message;
+  const auto x = ids(150);  // past several HCA (32) and CSA (4) windows and the 64-token window
+  const std::vector<float> full = run(*model.value(), *be, x, static_cast<int>(x.size()));
+  const std::vector<float> chunked = run(*model.value(), *be, x, 7);
+  ASSERT_EQ(full.size(), x.size() * 4096);
+  ASSERT_EQ(chunked.size(), full.size());
+  double num = 0, den = 0, spread = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(full[i])) << "logit " << i;
+    num += (full[i] - chunked[i]) * (full[i] - chunked[i]);
+    den += full[i] * full[i];
+    spread = std::max(spread, std::abs(static_cast<double>(full[i] - full[0])));
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-4);
+  EXPECT_GT(spread, 1e-3);  // not a constant
+  EXPECT_LT(std::sqrt(den / full.size()), 1e3);  // of a sane size
+}
+
+TEST(RandomModel, IsAFunctionOfTheSeed) {
+  auto be = make_cpu_backend(2);
+  const ModelConfig c = demo_config();
+  auto a = DeepseekV4::random(c, *be, 1);
+  auto b = DeepseekV4::random(c, *be, 1);
+  auto d = DeepseekV4::random(c, *be, 2);
+  ASSERT_TRUE(a && b && d);
+  const auto x = ids(20);
+  const auto la = run(*a.value(), *be, x, 20), lb = run(*b.value(), *be, x, 20), ld = run(*d.value(), *be, x, 20);
+  EXPECT_EQ(la, lb);
+  EXPECT_NE(la, ld);
+}
+
+TEST(RandomModel, DecodesFromASyntheticContext) {
+  auto be = make_cpu_backend(2);
+  auto model = DeepseekV4::random(demo_config(), *be, 3);
+  ASSERT_TRUE(model);
+  RunnerOptions opt;
+  opt.max_sequences = 3;
+  opt.max_context = 600;
+  auto runner = ModelRunner::create(*model.value(), *be, opt);
+  ASSERT_TRUE(runner);
+  std::vector<int32_t> seqs;
+  for (int i = 0; i < 3; ++i) {
+    auto s = runner.value()->open_sequence();
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(runner.value()->set_synthetic_length(s.value(), 500 + i));
+    seqs.push_back(s.value());
+  }
+  ASSERT_TRUE(be->randomize_state(5));
+  std::vector<float> logits;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> tok = {10, 20, 30};
+    std::vector<ModelRunner::Feed> feeds;
+    for (int i = 0; i < 3; ++i) feeds.push_back({seqs[i], &tok[i], 1, ForwardBatch::Logits::kLast});
+    auto r = runner.value()->step(feeds, logits);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(logits.size(), 3u * 4096);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  }
+  EXPECT_EQ(runner.value()->length(seqs[0]), 503);
+}
+
+TEST(RandomModel, ReadConfigTakesADirectoryOrAFile) {
+  auto dir = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo");
+  auto file = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo/config.json");
+  ASSERT_TRUE(dir && file);
+  EXPECT_EQ(dir.value().hidden_size, file.value().hidden_size);
+  EXPECT_FALSE(DeepseekV4::read_config(testing::golden_dir() + "/../../models/no-such-model"));
+}
+
+}  // namespace
+}  // namespace deepinfer
