@@ -76,7 +76,7 @@ class Pcre2 {
 };
 
 TEST(Regex, RejectsUnsupportedSyntaxWithAReason) {
-  for (const char* p : {"a(?=b)", "(?!x)", "(?<=a)b", "(a)\\1", "\\bword", "\\p{L}", "a**", "[b-a]", "(ab", "ab)", "x{3,2}"}) {
+  for (const char* p : {"a(?=b)", "(?!x)", "(?<=a)b", "(a)\\1", "\\bword", "\\p{Script=Greek}", "a**", "[b-a]", "(ab", "ab)", "x{3,2}"}) {
     auto r = parse_ecmascript_regex(p);
     ASSERT_FALSE(r) << p;
     EXPECT_EQ(r.error().code, Code::kGrammar);
@@ -105,6 +105,8 @@ TEST(Regex, MatchesEcmaScriptSemantics) {
       {"\\s\\S", {" a", "\u3000b"}, {"a ", "  "}},
       {"\\w\\W", {"a-", "_é"}, {"ab", "é_"}},
       {"\\cJ\\0", {std::string("\n") + '\0'}, {"\n0"}},
+      {"\\p{Lu}\\p{digit}+\\P{L}", {"É৪2!", "A1 "}, {"é1!", "A1b", "Aa!"}},
+      {"[\\p{Letter}\\d]+", {"abc日本9"}, {"a-b"}},
   };
   for (const auto& c : cases) {
     Dfa d = dfa_of(c.pattern);
