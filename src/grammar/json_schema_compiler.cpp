@@ -19,6 +19,8 @@ namespace {
 constexpr uint64_t kMaxExplicitPositions = 4096;
 constexpr uint64_t kMaxCountingRules = 100000;
 constexpr int kMaxDisjointDepth = 4;
+// Additional keys split into 2^n regions by n patternProperties.
+constexpr size_t kMaxPatternProperties = 4;
 
 // A conjunction of subschemas (all must hold) plus the anyOf/oneOf groups already expanded into
 // a chosen branch. Group ids: owner schema id * 2 + (1 for oneOf).
@@ -46,7 +48,15 @@ struct Merged {
   uint64_t min_items = 0, max_items = UINT64_MAX;
   std::vector<std::pair<std::string, std::vector<SchemaId>>> properties;
   std::set<std::string> required;
-  std::vector<SchemaId> additional;
+  // (owner member, schema) of every additionalProperties and patternProperties entry: the owner
+  // decides where its additionalProperties applies (keys it neither declares nor matches).
+  std::vector<std::pair<SchemaId, SchemaId>> additional;
+  struct PatternRule {
+    std::string pattern;
+    SchemaId schema;
+    SchemaId owner;
+  };
+  std::vector<PatternRule> pattern_properties;
   std::vector<SchemaId> property_names;
   uint64_t min_properties = 0, max_properties = UINT64_MAX;
 };
@@ -183,7 +193,7 @@ class Lowering {
     return f;
   }
 
-  Merged merge(const std::vector<SchemaId>& members) {
+  Result<Merged> merge(const std::vector<SchemaId>& members) {
     Merged m;
     size_t prefix_len = 0;
     for (SchemaId id : members) prefix_len = std::max(prefix_len, set_.node(id).prefix_items.size());
@@ -239,24 +249,28 @@ class Lowering {
         auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == r; });
         if (it == m.properties.end()) m.properties.emplace_back(r, std::vector<SchemaId>{});
       }
-      if (n.additional_properties) {
-        m.additional.push_back(*n.additional_properties);
-      }
+      if (n.additional_properties) m.additional.push_back({id, *n.additional_properties});
+      for (const auto& [pattern, schema] : n.pattern_properties) m.pattern_properties.push_back({pattern, schema, id});
       if (n.property_names) m.property_names.push_back(*n.property_names);
       m.min_properties = std::max(m.min_properties, n.min_properties);
       m.max_properties = std::min(m.max_properties, n.max_properties);
     }
-    // A property's value meets each member's schema for it: its `properties` entry, or else its
-    // additionalProperties.
+    // A property's value meets, for each member, its `properties` entry and the schemas of its
+    // matching patternProperties, or else its additionalProperties.
     for (auto& [name, schemas] : m.properties) {
       for (SchemaId id : members) {
         const SchemaNode& n = set_.node(id);
         auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == name; });
-        if (it != n.properties.end()) {
-          schemas.push_back(it->second);
-        } else if (n.additional_properties) {
-          schemas.push_back(*n.additional_properties);
+        bool named = it != n.properties.end();
+        if (named) schemas.push_back(it->second);
+        for (const auto& [pattern, schema] : n.pattern_properties) {
+          DI_TRY(match, validator_.pattern_matches(pattern, name));
+          if (match) {
+            schemas.push_back(schema);
+            named = true;
+          }
         }
+        if (!named && n.additional_properties) schemas.push_back(*n.additional_properties);
       }
     }
     return m;
@@ -299,7 +313,7 @@ class Lowering {
       }
       return rule;
     }
-    Merged m = merge(f.members);
+    DI_TRY(m, merge(f.members));
     DI_TRYV(lower_merged(rule, m, f.members));
     return rule;
   }
@@ -395,7 +409,7 @@ class Lowering {
     if (!f.open_groups.empty()) {
       return make_error(Code::kGrammar, "json schema: propertyNames with anyOf/oneOf is not supported (at {})", where);
     }
-    Merged m = merge(f.members);
+    DI_TRY(m, merge(f.members));
     if (f.is_false || !(m.types & kTypeString)) {
       DI_TRY(none, Dfa::from_regex(re_nothing()));
       return std::optional<Dfa>(std::move(none));
@@ -438,11 +452,17 @@ class Lowering {
       }
       props.push_back({name, schemas, req});
     }
-    // Additional keys: any string (or propertyNames') other than a declared name, in any encoding.
-    bool additional_allowed = true;
-    for (SchemaId id : m.additional) additional_allowed = additional_allowed && !set_.node(id).always_false;
-    std::optional<uint32_t> add_key, add_value;
-    if (additional_allowed) {
+    // Additional keys: any string (or propertyNames') other than a declared name, in any encoding,
+    // split into regions by the patternProperties they match; each region has its own value
+    // schemas (the matching patterns', plus additionalProperties of members none of whose
+    // patterns match).
+    const auto& rules = m.pattern_properties;
+    if (rules.size() > kMaxPatternProperties) {
+      return make_error(Code::kGrammar, "json schema: more than {} patternProperties in one object are not supported (at {})",
+                        kMaxPatternProperties, where);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> additional;  // (key terminal, value rule) per region
+    {
       Merged any;
       DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
       std::vector<Regex> declared;
@@ -453,11 +473,32 @@ class Lowering {
         DI_TRY(rest, Dfa::subtract(keys, taken));
         keys = std::move(rest);
       }
-      if (!keys.empty_language()) {
-        DI_TRY(k, quoted_terminal(keys));
-        DI_TRY(v, lower_ids(m.additional));
-        add_key = k;
-        add_value = v;
+      std::vector<Dfa> matches;
+      for (const auto& r : rules) {
+        Regex any_char = re_star(re_chars(CodepointSet::all()));
+        DI_TRY(re, parse_ecmascript_regex(r.pattern));
+        DI_TRY(d, Dfa::from_regex(json_encode(re_seq({any_char, re, any_char}))));
+        matches.push_back(std::move(d));
+      }
+      for (uint32_t region = 0; region < (1u << rules.size()); ++region) {
+        Dfa region_keys = keys;
+        std::vector<SchemaId> values;
+        for (size_t i = 0; i < rules.size() && !region_keys.empty_language(); ++i) {
+          bool in = (region >> i) & 1u;
+          DI_TRY(narrowed, in ? Dfa::intersect(region_keys, matches[i]) : Dfa::subtract(region_keys, matches[i]));
+          region_keys = std::move(narrowed);
+          if (in) values.push_back(rules[i].schema);
+        }
+        if (region_keys.empty_language()) continue;
+        for (const auto& [owner, schema] : m.additional) {
+          bool owner_matched = false;
+          for (size_t i = 0; i < rules.size(); ++i) owner_matched = owner_matched || (((region >> i) & 1u) && rules[i].owner == owner);
+          if (!owner_matched) values.push_back(schema);
+        }
+        if (std::any_of(values.begin(), values.end(), [&](SchemaId id) { return set_.node(id).always_false; })) continue;
+        DI_TRY(k, quoted_terminal(region_keys));
+        DI_TRY(v, lower_ids(values));
+        additional.push_back({k, v});
       }
     }
 
@@ -497,9 +538,11 @@ class Lowering {
                                           Symbol::rule(after[idx(i + 1, next_count(c))])});
           }
           if (!props[i].required) builder_.add_production(mem, {Symbol::rule(member[idx(i + 1, c)])});
-        } else if (add_key && can_add(c)) {
-          builder_.add_production(mem, {Symbol::term(*add_key), Symbol::term(colon_), Symbol::rule(*add_value),
-                                        Symbol::rule(after[idx(n, next_count(c))])});
+        } else if (can_add(c)) {
+          for (auto [key, value] : additional) {
+            builder_.add_production(mem, {Symbol::term(key), Symbol::term(colon_), Symbol::rule(value),
+                                          Symbol::rule(after[idx(n, next_count(c))])});
+          }
         }
         builder_.add_production(aft, {Symbol::term(comma_), Symbol::rule(mem)});
         if (!required_from[i] && c >= std::min(m.min_properties, cap)) builder_.add_production(aft, {Symbol::term(obj_close_)});
@@ -528,12 +571,15 @@ class Lowering {
 
   // An object valid for `x` has a property that `y` forbids.
   bool requires_forbidden(const Merged& x, const Merged& y) {
-    auto is_false = [&](const std::vector<SchemaId>& ids) {
-      return std::any_of(ids.begin(), ids.end(), [&](SchemaId id) { return set_.node(id).always_false; });
-    };
+    auto is_false = [&](SchemaId id) { return set_.node(id).always_false; };
     for (const auto& name : x.required) {
       auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
-      if (it != y.properties.end() ? is_false(it->second) : is_false(y.additional)) return true;
+      if (it != y.properties.end()) {
+        if (std::any_of(it->second.begin(), it->second.end(), is_false)) return true;
+      } else if (y.pattern_properties.empty() &&
+                 std::any_of(y.additional.begin(), y.additional.end(), [&](const auto& a) { return is_false(a.second); })) {
+        return true;
+      }
     }
     return false;
   }
@@ -546,7 +592,8 @@ class Lowering {
     for (SchemaId id : b_ids) insert_sorted(cb.members, id);
     Flat fa = flatten(ca), fb = flatten(cb);
     if (fa.is_false || fb.is_false) return true;
-    Merged a = merge(fa.members), b = merge(fb.members);
+    DI_TRY(a, merge(fa.members));
+    DI_TRY(b, merge(fb.members));
     // Enumerated values of one side that the other side refuses.
     auto enum_excluded = [&](const Merged& x, const std::vector<SchemaId>& other) -> Result<bool> {
       if (!x.enum_values) return false;

@@ -1,5 +1,6 @@
 #include "grammar/json_schema_set.h"
 
+#include "grammar/regex_parser.h"
 #include "grammar/uri.h"
 
 #include <fmt/format.h>
@@ -48,7 +49,6 @@ const std::map<std::string, std::string, std::less<>> kUnsupported = {
     {"dependentRequired", "dependentRequired"},
     {"dependentSchemas", "dependentSchemas"},
     {"dependencies", "dependencies"},
-    {"patternProperties", "patternProperties"},
     {"$dynamicRef", "$dynamicRef"},
     {"$recursiveRef", "$recursiveRef"},
 };
@@ -314,6 +314,15 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       for (const auto& r : v) {
         if (!r.is_string()) return schema_error(n.path, "required must be an array of strings");
         if (std::find(n.required.begin(), n.required.end(), r.get<std::string>()) == n.required.end()) n.required.push_back(r.get<std::string>());
+      }
+    } else if (key == "patternProperties") {
+      if (!v.is_object()) return schema_error(n.path, "patternProperties must be an object");
+      for (const auto& [pattern, ps] : v.items()) {
+        DI_TRYV(check_schema(ps, key));
+        auto re = parse_ecmascript_regex(pattern);
+        if (!re) return schema_error(n.path, fmt::format("patternProperties: {}", re.error().message));
+        DI_TRY(id, load(ps, base, path + "/patternProperties/" + escape_pointer(pattern)));
+        n.pattern_properties.emplace_back(pattern, id);
       }
     } else if (key == "additionalProperties") {
       DI_TRYV(check_schema(v, key));

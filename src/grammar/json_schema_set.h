@@ -54,6 +54,7 @@ struct SchemaNode {
   // objects
   std::vector<std::pair<std::string, SchemaId>> properties;
   std::vector<std::string> required;
+  std::vector<std::pair<std::string, SchemaId>> pattern_properties;  // (ECMAScript pattern, schema)
   std::optional<SchemaId> additional_properties;
   std::optional<SchemaId> property_names;
   uint64_t min_properties = 0, max_properties = UINT64_MAX;

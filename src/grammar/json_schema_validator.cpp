@@ -76,6 +76,11 @@ Result<const Dfa*> SchemaValidator::pattern_dfa(const std::string& pattern) {
   return slot.get();
 }
 
+Result<bool> SchemaValidator::pattern_matches(const std::string& pattern, const std::string& value) {
+  DI_TRY(d, pattern_dfa(pattern));
+  return d->matches(value);
+}
+
 Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
   auto it = formats_.find(format);
   if (it != formats_.end()) return it->second.get();
@@ -116,8 +121,8 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     uint64_t len = codepoints(s);
     if (len < n.min_length || len > n.max_length) return false;
     for (const auto& p : n.patterns) {
-      DI_TRY(d, pattern_dfa(p));
-      if (!d->matches(s)) return false;
+      DI_TRY(m, pattern_matches(p, s));
+      if (!m) return false;
     }
     for (const auto& f : n.formats) {
       DI_TRY(d, format_dfa(f));
@@ -154,17 +159,19 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
       if (!v.contains(r)) return false;
     }
     for (const auto& [key, val] : v.items()) {
-      std::optional<SchemaId> s;
-      bool declared = false;
+      // The value meets its `properties` schema and every matching patternProperties schema;
+      // additionalProperties applies when neither names the key.
+      std::vector<SchemaId> schemas;
       for (const auto& [name, ps] : n.properties) {
-        if (name == key) {
-          s = ps;
-          declared = true;
-        }
+        if (name == key) schemas.push_back(ps);
       }
-      if (!declared) s = n.additional_properties;
-      if (s) {
-        DI_TRY(ok_val, valid(*s, val));
+      for (const auto& [pattern, ps] : n.pattern_properties) {
+        DI_TRY(m, pattern_matches(pattern, key));
+        if (m) schemas.push_back(ps);
+      }
+      if (schemas.empty() && n.additional_properties) schemas.push_back(*n.additional_properties);
+      for (SchemaId s : schemas) {
+        DI_TRY(ok_val, valid(s, val));
         if (!ok_val) return false;
       }
       if (n.property_names) {

@@ -46,6 +46,13 @@ TEST(JsonSchema, PropertyCountsAndNames) {
                {R"({"ya":1})", R"({"b":2})"});
 }
 
+TEST(JsonSchema, PatternPropertiesSplitKeysByPattern) {
+  std::string s = R"({"type":"object","properties":{"x_id":{"type":"string"}},"patternProperties":{"^x_":{"type":"integer"},"id$":{"maxLength":2}},"additionalProperties":false})";
+  // x_id: string (properties), integer (^x_) and maxLength: no value fits, so it cannot appear.
+  expect_texts(s, {R"({"x_a":1})", R"({"bid":"ab"})", R"({"x_a":1,"b_id":"z"})", R"({})"},
+               {R"({"x_id":"a"})", R"({"x_a":"1"})", R"({"other":1})", R"({"bid":"abc"})", R"({"x_id":1})"});
+}
+
 TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   expect_texts(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})",
                {"[]", "[1]", R"([1,"a"])"}, {R"([1,"a",2])", R"(["a"])"});
@@ -135,7 +142,7 @@ TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"not":{"type":"string"}})", "'not'");
   expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
   expect_error(R"({"type":"array","contains":{"type":"integer"}})", "'contains'");
-  expect_error(R"({"patternProperties":{"^x":{}}})", "'patternProperties'");
+  expect_error(R"({"patternProperties":{"(":{}}})", "patternProperties");
   expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
   expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
   expect_error(R"({"unevaluatedProperties":false})", "'unevaluatedProperties'");

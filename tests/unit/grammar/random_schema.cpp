@@ -137,6 +137,7 @@ class Generator {
     }
     if (chance(0.15)) s["maxProperties"] = range(static_cast<int64_t>(required.size()), static_cast<int64_t>(required.size()) + 2);
     if (chance(0.1) && !s.contains("additionalProperties")) s["propertyNames"] = Json{{"maxLength", 8}};
+    if (chance(0.15)) s["patternProperties"] = Json{{"^x", {{"type", "integer"}}}, {"[0-9]$", scalar()}};
     return s;
   }
 
