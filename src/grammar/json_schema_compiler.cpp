@@ -57,6 +57,14 @@ struct Merged {
     SchemaId owner;
   };
   std::vector<PatternRule> pattern_properties;
+  // unevaluatedProperties: the schema, and the members its evaluation sees (itself and the
+  // schemas reached in place: allOf, $ref, the chosen anyOf/oneOf branch).
+  struct Unevaluated {
+    SchemaId schema;
+    SchemaId owner;
+    std::vector<SchemaId> reach;
+  };
+  std::vector<Unevaluated> unevaluated;
   std::vector<SchemaId> property_names;
   uint64_t min_properties = 0, max_properties = UINT64_MAX;
 };
@@ -255,9 +263,32 @@ class Lowering {
       m.min_properties = std::max(m.min_properties, n.min_properties);
       m.max_properties = std::min(m.max_properties, n.max_properties);
     }
+    // unevaluatedItems: positions past what the schemas it sees evaluate.
+    for (SchemaId id : members) {
+      const SchemaNode& n = set_.node(id);
+      if (!n.unevaluated_items) continue;
+      size_t evaluated = 0;
+      for (SchemaId r : reach(id, members)) {
+        const SchemaNode& x = set_.node(r);
+        if (x.items || (r != id && x.unevaluated_items)) evaluated = SIZE_MAX;
+        if (evaluated != SIZE_MAX) evaluated = std::max(evaluated, x.prefix_items.size());
+      }
+      if (evaluated == SIZE_MAX) continue;
+      for (size_t i = evaluated; i < m.prefix.size(); ++i) m.prefix[i].push_back(*n.unevaluated_items);
+      m.items.push_back(*n.unevaluated_items);
+    }
+    for (SchemaId id : members) {
+      const SchemaNode& n = set_.node(id);
+      if (n.unevaluated_properties) m.unevaluated.push_back({*n.unevaluated_properties, id, reach(id, members)});
+    }
     // A property's value meets, for each member, its `properties` entry and the schemas of its
-    // matching patternProperties, or else its additionalProperties.
+    // matching patternProperties, or else its additionalProperties; and unevaluatedProperties of
+    // members whose evaluation does not see it.
     for (auto& [name, schemas] : m.properties) {
+      for (const auto& u : m.unevaluated) {
+        DI_TRY(seen, evaluates(u, name));
+        if (!seen) schemas.push_back(u.schema);
+      }
       for (SchemaId id : members) {
         const SchemaNode& n = set_.node(id);
         auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == name; });
@@ -274,6 +305,38 @@ class Lowering {
       }
     }
     return m;
+  }
+
+  // `id` and the members reached from it in place (allOf, $ref, its chosen anyOf/oneOf branch).
+  std::vector<SchemaId> reach(SchemaId id, const std::vector<SchemaId>& members) {
+    std::vector<SchemaId> out{id};
+    for (size_t i = 0; i < out.size(); ++i) {
+      const SchemaNode& n = set_.node(out[i]);
+      auto visit = [&](SchemaId x) {
+        if (std::binary_search(members.begin(), members.end(), x) && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+      };
+      if (n.ref) visit(*n.ref);
+      for (SchemaId x : n.all_of) visit(x);
+      for (SchemaId x : n.any_of) visit(x);
+      for (SchemaId x : n.one_of) visit(x);
+    }
+    return out;
+  }
+
+  // Whether the schemas that unevaluatedProperties `u` sees evaluate property `name`.
+  Result<bool> evaluates(const Merged::Unevaluated& u, const std::string& name) {
+    for (SchemaId r : u.reach) {
+      const SchemaNode& x = set_.node(r);
+      if (x.additional_properties || (r != u.owner && x.unevaluated_properties)) return true;
+      for (const auto& [p, _] : x.properties) {
+        if (p == name) return true;
+      }
+      for (const auto& [pattern, _] : x.pattern_properties) {
+        DI_TRY(match, validator_.pattern_matches(pattern, name));
+        if (match) return true;
+      }
+    }
+    return false;
   }
 
   std::string rule_name(const std::vector<SchemaId>& members) {
@@ -490,10 +553,22 @@ class Lowering {
           if (in) values.push_back(rules[i].schema);
         }
         if (region_keys.empty_language()) continue;
+        auto matched_by = [&](SchemaId owner) {
+          for (size_t i = 0; i < rules.size(); ++i) {
+            if (((region >> i) & 1u) && rules[i].owner == owner) return true;
+          }
+          return false;
+        };
         for (const auto& [owner, schema] : m.additional) {
-          bool owner_matched = false;
-          for (size_t i = 0; i < rules.size(); ++i) owner_matched = owner_matched || (((region >> i) & 1u) && rules[i].owner == owner);
-          if (!owner_matched) values.push_back(schema);
+          if (!matched_by(owner)) values.push_back(schema);
+        }
+        for (const auto& u : m.unevaluated) {
+          bool seen = false;
+          for (SchemaId r : u.reach) {
+            const SchemaNode& x = set_.node(r);
+            seen = seen || x.additional_properties || (r != u.owner && x.unevaluated_properties) || matched_by(r);
+          }
+          if (!seen) values.push_back(u.schema);
         }
         if (std::any_of(values.begin(), values.end(), [&](SchemaId id) { return set_.node(id).always_false; })) continue;
         DI_TRY(k, quoted_terminal(region_keys));
@@ -576,7 +651,7 @@ class Lowering {
       auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
       if (it != y.properties.end()) {
         if (std::any_of(it->second.begin(), it->second.end(), is_false)) return true;
-      } else if (y.pattern_properties.empty() &&
+      } else if (y.pattern_properties.empty() && y.unevaluated.empty() &&
                  std::any_of(y.additional.begin(), y.additional.end(), [&](const auto& a) { return is_false(a.second); })) {
         return true;
       }

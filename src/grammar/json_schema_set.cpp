@@ -44,8 +44,6 @@ const std::map<std::string, std::string, std::less<>> kUnsupported = {
     {"contains", "contains"},
     {"minContains", "minContains"},
     {"maxContains", "maxContains"},
-    {"unevaluatedItems", "unevaluatedItems"},
-    {"unevaluatedProperties", "unevaluatedProperties"},
     {"dependentRequired", "dependentRequired"},
     {"dependentSchemas", "dependentSchemas"},
     {"dependencies", "dependencies"},
@@ -328,6 +326,10 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
       n.additional_properties = id;
+    } else if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
     } else if (key == "propertyNames") {
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));

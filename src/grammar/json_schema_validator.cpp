@@ -148,6 +148,7 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     if (v.size() < n.min_items || v.size() > n.max_items) return false;
     for (size_t i = 0; i < v.size(); ++i) {
       std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
+      if (!s) s = n.unevaluated_items;  // conservative, as for properties
       if (!s) continue;
       DI_TRY(ok_item, valid(*s, v[i]));
       if (!ok_item) return false;
@@ -170,6 +171,8 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
         if (m) schemas.push_back(ps);
       }
       if (schemas.empty() && n.additional_properties) schemas.push_back(*n.additional_properties);
+      // Conservative (never more permissive): only the schema's own keywords count as evaluating.
+      if (schemas.empty() && n.unevaluated_properties) schemas.push_back(*n.unevaluated_properties);
       for (SchemaId s : schemas) {
         DI_TRY(ok_val, valid(s, val));
         if (!ok_val) return false;

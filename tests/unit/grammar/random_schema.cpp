@@ -132,7 +132,7 @@ class Generator {
     switch (pick(4)) {
       case 0: s["additionalProperties"] = false; break;
       case 1: s["additionalProperties"] = node(depth + 1); break;
-      case 2: s["additionalProperties"] = false; s["minProperties"] = 0; break;
+      case 2: s["unevaluatedProperties"] = false; break;
       default: break;
     }
     if (chance(0.15)) s["maxProperties"] = range(static_cast<int64_t>(required.size()), static_cast<int64_t>(required.size()) + 2);
