@@ -46,6 +46,7 @@ struct Merged {
   std::vector<std::vector<SchemaId>> prefix;  // per position: schemas that apply
   std::vector<SchemaId> items;                // schemas for positions past every prefix
   uint64_t min_items = 0, max_items = UINT64_MAX;
+  std::vector<std::pair<SchemaId, uint64_t>> contains;  // (schema, minContains)
   std::vector<std::pair<std::string, std::vector<SchemaId>>> properties;
   std::set<std::string> required;
   // (owner member, schema) of every additionalProperties and patternProperties entry: the owner
@@ -247,6 +248,7 @@ class Lowering {
       }
       if (n.items) m.items.push_back(*n.items);
       m.min_items = std::max(m.min_items, n.min_items);
+      if (n.contains && n.min_contains > 0) m.contains.push_back({*n.contains, n.min_contains});
       m.max_items = std::min(m.max_items, n.max_items);
       for (const auto& [name, ps] : n.properties) {
         auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == name; });
@@ -434,32 +436,59 @@ class Lowering {
       return make_error(Code::kGrammar, "json schema: arrays with more than {} constrained positions are not supported (at {})",
                         kMaxExplicitPositions, where);
     }
-    if (m.min_items == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
+    if (m.contains.size() > 1) {
+      return make_error(Code::kGrammar, "json schema: more than one 'contains' on one array is not supported (at {})", where);
+    }
+    // `contains` with minContains = need: count the elements that were made to match it.
+    uint64_t need = m.contains.empty() ? 0 : m.contains[0].second;
+    if ((explicit_positions + 1) * (need + 1) > kMaxCountingRules) {
+      return make_error(Code::kGrammar, "json schema: minContains too large for this array (at {})", where);
+    }
+    if (m.min_items == 0 && need == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
     if (m.max_items == 0) return ok();
-    // item(k) ::= value(k) after(k+1); after(k) ::= "," item(k) | "]"  (positions past the last
-    // explicit one share one looping pair).
-    auto elem = [&](uint64_t k) -> Result<uint32_t> {
-      return lower_ids(k < m.prefix.size() ? m.prefix[k] : m.items);
+    // item(k, c) ::= value(k) after(k+1, c) | value(k) & contains after(k+1, c+1);
+    // after(k, c) ::= "," item(k, c) | "]" (when k and c are enough). Positions past the last
+    // explicit one share one looping pair.
+    auto elem = [&](uint64_t k, bool matching) -> Result<uint32_t> {
+      std::vector<SchemaId> ids = k < m.prefix.size() ? m.prefix[k] : m.items;
+      if (matching) ids.push_back(m.contains[0].first);
+      return lower_ids(ids);
     };
     uint64_t n = explicit_positions;
-    std::vector<uint32_t> item(n + 1), after(n + 1);
+    auto idx = [&](uint64_t k, uint64_t c) { return k * (need + 1) + c; };
+    std::vector<uint32_t> item((n + 1) * (need + 1)), after((n + 1) * (need + 1));
     for (uint64_t k = 0; k <= n; ++k) {
-      item[k] = builder_.add_rule(fmt::format("{}/item{}", where, k));
-      after[k] = builder_.add_rule(fmt::format("{}/after{}", where, k));
+      for (uint64_t c = 0; c <= need; ++c) {
+        item[idx(k, c)] = builder_.add_rule(fmt::format("{}/item{}.{}", where, k, c));
+        after[idx(k, c)] = builder_.add_rule(fmt::format("{}/after{}.{}", where, k, c));
+      }
     }
+    auto add_item = [&](uint64_t k, uint64_t next_k) -> Result<void> {
+      DI_TRY(plain, elem(k, false));
+      std::optional<uint32_t> matching;
+      if (need > 0) {
+        DI_TRY(v, elem(k, true));
+        matching = v;
+      }
+      for (uint64_t c = 0; c <= need; ++c) {
+        builder_.add_production(item[idx(k, c)], {Symbol::rule(plain), Symbol::rule(after[idx(next_k, c)])});
+        if (matching) builder_.add_production(item[idx(k, c)], {Symbol::rule(*matching), Symbol::rule(after[idx(next_k, std::min(c + 1, need))])});
+      }
+      return ok();
+    };
     for (uint64_t k = 0; k < n; ++k) {
-      DI_TRY(v, elem(k));
-      builder_.add_production(item[k], {Symbol::rule(v), Symbol::rule(after[k + 1])});
+      DI_TRYV(add_item(k, k + 1));
     }
     for (uint64_t k = bounded || n > 0 ? 1 : 0; k <= n; ++k) {
-      if (k < m.max_items) builder_.add_production(after[k], {Symbol::term(comma_), Symbol::rule(item[k])});
-      if (k >= m.min_items) builder_.add_production(after[k], {Symbol::term(arr_close_)});
+      for (uint64_t c = 0; c <= need; ++c) {
+        if (k < m.max_items) builder_.add_production(after[idx(k, c)], {Symbol::term(comma_), Symbol::rule(item[idx(k, c)])});
+        if (k >= m.min_items && c == need) builder_.add_production(after[idx(k, c)], {Symbol::term(arr_close_)});
+      }
     }
-    if (!bounded) {  // the tail: item(n) loops through after(n)
-      DI_TRY(v, elem(n));
-      builder_.add_production(item[n], {Symbol::rule(v), Symbol::rule(after[n])});
+    if (!bounded) {  // the tail: item(n, c) loops through after(n, .)
+      DI_TRYV(add_item(n, n));
     }
-    builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[0])});
+    builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[idx(0, 0)])});
     return ok();
   }
 

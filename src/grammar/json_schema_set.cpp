@@ -41,8 +41,6 @@ const std::set<std::string, std::less<>> kSchemaArrays = {"allOf", "anyOf", "one
 // Keywords that would constrain instances in ways the compiler cannot enforce.
 const std::map<std::string, std::string, std::less<>> kUnsupported = {
     {"not", "not"},
-    {"contains", "contains"},
-    {"minContains", "minContains"},
     {"maxContains", "maxContains"},
     {"dependentRequired", "dependentRequired"},
     {"dependentSchemas", "dependentSchemas"},
@@ -291,6 +289,13 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
         DI_TRY(id, load(v[i], base, path + "/prefixItems/" + std::to_string(i)));
         n.prefix_items.push_back(id);
       }
+    } else if (key == "contains") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      n.contains = id;
+    } else if (key == "minContains") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.min_contains = c;
     } else if (key == "minItems") {
       DI_TRY(c, count_value(v, n.path, key));
       n.min_items = c;

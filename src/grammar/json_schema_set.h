@@ -52,6 +52,8 @@ struct SchemaNode {
   std::optional<SchemaId> items;
   std::optional<SchemaId> unevaluated_items;
   uint64_t min_items = 0, max_items = UINT64_MAX;
+  std::optional<SchemaId> contains;
+  uint64_t min_contains = 1;
   // objects
   std::vector<std::pair<std::string, SchemaId>> properties;
   std::vector<std::string> required;

@@ -146,6 +146,14 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   }
   if (v.is_array()) {
     if (v.size() < n.min_items || v.size() > n.max_items) return false;
+    if (n.contains && n.min_contains > 0) {
+      uint64_t matching = 0;
+      for (const auto& item : v) {
+        DI_TRY(r, valid(*n.contains, item));
+        matching += r ? 1 : 0;
+      }
+      if (matching < n.min_contains) return false;
+    }
     for (size_t i = 0; i < v.size(); ++i) {
       std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
       if (!s) s = n.unevaluated_items;  // conservative, as for properties

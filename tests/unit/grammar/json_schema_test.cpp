@@ -63,6 +63,12 @@ TEST(JsonSchema, UnevaluatedSeesInPlaceApplicatorsOnly) {
                {R"([1,2])"});
 }
 
+TEST(JsonSchema, ContainsCountsMatchingElements) {
+  expect_texts(R"({"type":"array","contains":{"type":"integer"},"minContains":2,"maxItems":4})",
+               {"[1,2]", R"(["a",1,"b",2])", "[1,2,3]"}, {"[]", "[1]", R"(["a","b",1])", "[1,2,3,4,5]"});
+  expect_texts(R"({"contains":{"const":"x"},"items":{"type":"string"}})", {R"(["x"])", R"(["a","x","b"])"}, {"[]", R"(["a"])", R"([1,"x"])"});
+}
+
 TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   expect_texts(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})",
                {"[]", "[1]", R"([1,"a"])"}, {R"([1,"a",2])", R"(["a"])"});
@@ -151,7 +157,7 @@ TEST(JsonSchema, WhitespaceOptions) {
 TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"not":{"type":"string"}})", "'not'");
   expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
-  expect_error(R"({"type":"array","contains":{"type":"integer"}})", "'contains'");
+  expect_error(R"({"type":"array","contains":{"type":"integer"},"maxContains":2})", "'maxContains'");
   expect_error(R"({"patternProperties":{"(":{}}})", "patternProperties");
   expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
   expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");

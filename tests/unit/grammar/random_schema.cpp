@@ -153,6 +153,7 @@ class Generator {
       s["items"] = node(depth + 1);
     }
     if (chance(0.3)) s["minItems"] = range(0, 2);
+    if (chance(0.15)) s["contains"] = Json{{"type", "boolean"}};
     if (chance(0.5)) s["maxItems"] = range(2, 4);
     return s;
   }
