@@ -10,7 +10,7 @@ packages=(
   libpcre2-dev libutf8proc-dev libopenblas-dev
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
-  python3 python3-dev python3-pytest swig golang-go
+  python3 python3-dev python3-pytest python3-jsonschema swig golang-go
 )
 
 missing=()

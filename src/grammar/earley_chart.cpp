@@ -1,7 +1,12 @@
 #include "grammar/earley_chart.h"
 
+#include <algorithm>
+
 namespace deepinfer::grammar {
 namespace {
+
+// Sets larger than this index their waiting items for completion.
+constexpr size_t kIndexedSetSize = 48;
 
 inline uint64_t mix64(uint64_t x) {
   x ^= x >> 30;
@@ -44,6 +49,10 @@ void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t f
     if (it.core == core && it.origin == origin && it.state == state && it.flags == flags) return;
     h = (h + 1) & mask;
   }
+  if (items_.size() - building_begin_ >= kMaxItemsPerSet) {
+    overflowed_ = true;
+    return;
+  }
   slot_stamp_[h] = stamp_;
   slot_item_[h] = static_cast<uint32_t>(items_.size());
   items_.push_back({core, origin, state, flags});
@@ -85,6 +94,15 @@ void EarleyChart::complete(const EarleyItem& item, uint32_t current) {
     return;
   }
   if (item.origin == current) return;  // empty completion: handled when the rule was predicted
+  uint32_t wb = wait_begin_[item.origin], we = wait_begin_[item.origin + 1];
+  if (wb != we) {
+    auto first = std::lower_bound(waits_.begin() + wb, waits_.begin() + we, std::make_pair(rule, 0u));
+    for (auto it = first; it != waits_.begin() + we && it->first == rule; ++it) {
+      const EarleyItem w = items_[it->second];
+      add_at(w.core + 1, w.origin, w.flags);
+    }
+    return;
+  }
   uint32_t begin = set_begin_[item.origin], end = set_begin_[item.origin + 1];
   for (uint32_t i = begin; i < end; ++i) {
     const EarleyItem w = items_[i];
@@ -123,6 +141,14 @@ void EarleyChart::end_set() {
   }
   set_begin_.push_back(static_cast<uint32_t>(items_.size()));
   signatures_.push_back(sig);
+  if (items_.size() - building_begin_ > kIndexedSetSize) {
+    size_t first = waits_.size();
+    for (uint32_t i = building_begin_; i < items_.size(); ++i) {
+      if (g_.core_kind(items_[i].core) == CoreKind::kRule) waits_.push_back({g_.core_symbol(items_[i].core), i});
+    }
+    std::sort(waits_.begin() + static_cast<std::ptrdiff_t>(first), waits_.end());
+  }
+  wait_begin_.push_back(static_cast<uint32_t>(waits_.size()));
 }
 
 void EarleyChart::start_full() {
@@ -130,6 +156,8 @@ void EarleyChart::start_full() {
   items_.clear();
   set_begin_.assign(1, 0);
   signatures_.clear();
+  waits_.clear();
+  wait_begin_.assign(1, 0);
   begin_set();
   for (uint32_t p : g_.productions(g_.root())) add_at(p, 0, 0);
   close_set();
@@ -141,6 +169,8 @@ void EarleyChart::start_context_free(uint32_t core) {
   items_.clear();
   set_begin_.assign(1, 0);
   signatures_.clear();
+  waits_.clear();
+  wait_begin_.assign(1, 0);
   begin_set();
   add_at(core, kContextOrigin, 0);
   close_set();
@@ -149,6 +179,7 @@ void EarleyChart::start_context_free(uint32_t core) {
 
 bool EarleyChart::push_byte(uint8_t byte) {
   uint32_t prev_begin = set_begin_[num_sets() - 1], prev_end = set_begin_[num_sets()];
+  overflowed_ = false;
   begin_set();
   for (uint32_t i = prev_begin; i < prev_end; ++i) {
     const EarleyItem it = items_[i];
@@ -160,9 +191,11 @@ bool EarleyChart::push_byte(uint8_t byte) {
     if (d->accepting(s)) add_at(it.core + 1, it.origin, it.flags);
   }
   if (items_.size() == building_begin_) return false;
-  set_begin_.push_back(0);  // the new set's index must exist while closing
-  set_begin_.pop_back();
   close_set();
+  if (overflowed_) {
+    items_.resize(building_begin_);
+    return false;
+  }
   end_set();
   return true;
 }
@@ -172,6 +205,8 @@ void EarleyChart::pop_to(size_t num_sets) {
   items_.resize(set_begin_[num_sets]);
   set_begin_.resize(num_sets + 1);
   signatures_.resize(num_sets);
+  waits_.resize(wait_begin_[num_sets]);
+  wait_begin_.resize(num_sets + 1);
 }
 
 bool EarleyChart::can_end() const {

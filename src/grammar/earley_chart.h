@@ -38,6 +38,9 @@ class EarleyChart {
  public:
   static constexpr uint32_t kContextOrigin = UINT32_MAX;
   static constexpr uint32_t kSpeculative = 1;
+  // Work bound: a set that would grow beyond this (only highly ambiguous grammars come close)
+  // makes push_byte fail with overflowed() set, so a bad grammar cannot stall decoding.
+  static constexpr size_t kMaxItemsPerSet = 5000;
 
   explicit EarleyChart(const Grammar& grammar);
 
@@ -46,8 +49,10 @@ class EarleyChart {
   // Context-free mode: set 0 is the closure of `core` with an unknown origin.
   void start_context_free(uint32_t core);
 
-  // Consumes one byte. Returns false (chart unchanged) when no item survives.
+  // Consumes one byte. Returns false (chart unchanged) when no item survives, or when the new set
+  // would exceed kMaxItemsPerSet (then overflowed() is true until the next push_byte).
   bool push_byte(uint8_t byte);
+  bool overflowed() const { return overflowed_; }
   void pop_to(size_t num_sets);
 
   size_t num_sets() const { return set_begin_.size() - 1; }
@@ -79,6 +84,11 @@ class EarleyChart {
   std::vector<EarleyItem> items_;
   std::vector<uint32_t> set_begin_;
   std::vector<ChartSignature> signatures_;
+  // Large sets index their items waiting on a rule (rule, item) sorted by rule, so completing a
+  // rule does not scan the whole origin set: set i's entries are waits_[wait_begin_[i], [i+1]).
+  std::vector<std::pair<uint32_t, uint32_t>> waits_;
+  std::vector<uint32_t> wait_begin_;
+  bool overflowed_ = false;
 
   // Open-addressing index over the set being built (item positions, stamped per set).
   std::vector<uint32_t> slot_item_;

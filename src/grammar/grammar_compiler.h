@@ -26,7 +26,7 @@ class GrammarCompiler {
  public:
   explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, size_t cache_capacity = 256);
 
-  // Errors (kGrammar, or kUnsupported for valid but unsupported schema features) name what failed.
+  // Errors are kGrammar and name what failed (syntax, an unsupported keyword, an empty language).
   Result<std::shared_ptr<const CompiledGrammar>> compile(GrammarKind kind, std::string_view spec,
                                                          const GrammarOptions& options = {});
   // The compile error for a bad spec, without keeping anything.

@@ -1,6 +1,7 @@
 #include "grammar/json_schema_compiler.h"
 
 #include "grammar/json_lexemes.h"
+#include "grammar/json_schema_algebra.h"
 #include "grammar/json_schema_set.h"
 #include "grammar/json_schema_validator.h"
 #include "grammar/json_string_dfas.h"
@@ -18,48 +19,13 @@ namespace {
 // Array positions and object counting states get one rule each; beyond this the schema is refused.
 constexpr uint64_t kMaxExplicitPositions = 4096;
 constexpr uint64_t kMaxCountingRules = 100000;
-constexpr int kMaxDisjointDepth = 4;
-
-// A conjunction of subschemas (all must hold) plus the anyOf/oneOf groups already expanded into
-// a chosen branch. Group ids: owner schema id * 2 + (1 for oneOf).
-struct Conj {
-  std::vector<SchemaId> members;
-  std::vector<uint32_t> resolved;
-  bool operator<(const Conj& o) const { return std::tie(members, resolved) < std::tie(o.members, o.resolved); }
-};
-
-void insert_sorted(std::vector<SchemaId>& v, SchemaId id) {
-  auto it = std::lower_bound(v.begin(), v.end(), id);
-  if (it == v.end() || *it != id) v.insert(it, id);
-}
-
-// Constraints of a flattened conjunction, merged keyword by keyword.
-struct Merged {
-  uint8_t types = kTypeAll;
-  std::optional<std::vector<Json>> enum_values;
-  uint64_t min_length = 0, max_length = UINT64_MAX;
-  std::vector<std::string> patterns, formats;
-  std::optional<NumberBound> lower, upper;
-  std::vector<Decimal> multiple_of;
-  std::vector<std::vector<SchemaId>> prefix;  // per position: schemas that apply
-  std::vector<SchemaId> items;                // schemas for positions past every prefix
-  uint64_t min_items = 0, max_items = UINT64_MAX;
-  std::vector<std::pair<std::string, std::vector<SchemaId>>> properties;
-  std::set<std::string> required;
-  std::vector<SchemaId> additional;
-  std::vector<SchemaId> property_names;
-  uint64_t min_properties = 0, max_properties = UINT64_MAX;
-};
-
-struct Flat {
-  bool is_false = false;
-  std::vector<SchemaId> members;
-  std::vector<uint32_t> open_groups;
-};
+// Additional keys split into 2^n regions by n patternProperties.
+constexpr size_t kMaxPatternProperties = 4;
 
 class Lowering {
  public:
-  Lowering(const SchemaSet& set, const GrammarOptions& options) : set_(set), options_(options), validator_(set) {}
+  Lowering(const SchemaSet& set, const GrammarOptions& options)
+      : set_(set), options_(options), validator_(set), algebra_(set, validator_) {}
 
   Result<Grammar> run() {
     ws_ = json_whitespace(options_);
@@ -159,109 +125,6 @@ class Lowering {
     return builder_.add_terminal(std::make_shared<const Dfa>(std::move(dfa)));
   }
 
-  // ---- conjunctions ----
-
-  Flat flatten(const Conj& c) {
-    Flat f;
-    std::vector<SchemaId> work = c.members;
-    for (size_t i = 0; i < work.size(); ++i) {
-      SchemaId id = work[i];
-      if (std::binary_search(f.members.begin(), f.members.end(), id)) continue;
-      insert_sorted(f.members, id);
-      const SchemaNode& n = set_.node(id);
-      if (n.always_false) f.is_false = true;
-      if (n.ref) work.push_back(*n.ref);
-      for (SchemaId a : n.all_of) work.push_back(a);
-    }
-    for (SchemaId id : f.members) {
-      const SchemaNode& n = set_.node(id);
-      for (uint32_t g : {id * 2, id * 2 + 1}) {
-        bool present = (g & 1) ? !n.one_of.empty() : !n.any_of.empty();
-        if (present && !std::binary_search(c.resolved.begin(), c.resolved.end(), g)) f.open_groups.push_back(g);
-      }
-    }
-    return f;
-  }
-
-  Merged merge(const std::vector<SchemaId>& members) {
-    Merged m;
-    size_t prefix_len = 0;
-    for (SchemaId id : members) prefix_len = std::max(prefix_len, set_.node(id).prefix_items.size());
-    m.prefix.resize(prefix_len);
-    for (SchemaId id : members) {
-      const SchemaNode& n = set_.node(id);
-      m.types &= n.types;
-      if (n.enum_values) {
-        if (!m.enum_values) {
-          m.enum_values = *n.enum_values;
-        } else {
-          std::vector<Json> keep;
-          for (const auto& v : *m.enum_values) {
-            for (const auto& w : *n.enum_values) {
-              if (json_equal(v, w)) {
-                keep.push_back(v);
-                break;
-              }
-            }
-          }
-          m.enum_values = std::move(keep);
-        }
-      }
-      m.min_length = std::max(m.min_length, n.min_length);
-      m.max_length = std::min(m.max_length, n.max_length);
-      m.patterns.insert(m.patterns.end(), n.patterns.begin(), n.patterns.end());
-      m.formats.insert(m.formats.end(), n.formats.begin(), n.formats.end());
-      if (n.lower && (!m.lower || compare(n.lower->value, m.lower->value) > 0 ||
-                      (compare(n.lower->value, m.lower->value) == 0 && n.lower->exclusive))) {
-        m.lower = n.lower;
-      }
-      if (n.upper && (!m.upper || compare(n.upper->value, m.upper->value) < 0 ||
-                      (compare(n.upper->value, m.upper->value) == 0 && n.upper->exclusive))) {
-        m.upper = n.upper;
-      }
-      m.multiple_of.insert(m.multiple_of.end(), n.multiple_of.begin(), n.multiple_of.end());
-      for (size_t i = 0; i < prefix_len; ++i) {
-        if (i < n.prefix_items.size()) {
-          m.prefix[i].push_back(n.prefix_items[i]);
-        } else if (n.items) {
-          m.prefix[i].push_back(*n.items);
-        }
-      }
-      if (n.items) m.items.push_back(*n.items);
-      m.min_items = std::max(m.min_items, n.min_items);
-      m.max_items = std::min(m.max_items, n.max_items);
-      for (const auto& [name, ps] : n.properties) {
-        auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == name; });
-        if (it == m.properties.end()) m.properties.emplace_back(name, std::vector<SchemaId>{});
-      }
-      for (const auto& r : n.required) {
-        m.required.insert(r);
-        auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == r; });
-        if (it == m.properties.end()) m.properties.emplace_back(r, std::vector<SchemaId>{});
-      }
-      if (n.additional_properties) {
-        m.additional.push_back(*n.additional_properties);
-      }
-      if (n.property_names) m.property_names.push_back(*n.property_names);
-      m.min_properties = std::max(m.min_properties, n.min_properties);
-      m.max_properties = std::min(m.max_properties, n.max_properties);
-    }
-    // A property's value meets each member's schema for it: its `properties` entry, or else its
-    // additionalProperties.
-    for (auto& [name, schemas] : m.properties) {
-      for (SchemaId id : members) {
-        const SchemaNode& n = set_.node(id);
-        auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == name; });
-        if (it != n.properties.end()) {
-          schemas.push_back(it->second);
-        } else if (n.additional_properties) {
-          schemas.push_back(*n.additional_properties);
-        }
-      }
-    }
-    return m;
-  }
-
   std::string rule_name(const std::vector<SchemaId>& members) {
     return members.empty() ? std::string("any") : set_.node(members.front()).path;
   }
@@ -273,7 +136,7 @@ class Lowering {
   }
 
   Result<uint32_t> lower(const Conj& c) {
-    Flat f = flatten(c);
+    Flat f = algebra_.flatten(c);
     Conj key{f.members, {}};
     for (uint32_t g : c.resolved) {
       if (std::binary_search(f.members.begin(), f.members.end(), g / 2)) key.resolved.push_back(g);
@@ -288,7 +151,7 @@ class Lowering {
       const SchemaNode& owner = set_.node(g / 2);
       const auto& branches = (g & 1) ? owner.one_of : owner.any_of;
       if (g & 1) {
-        DI_TRYV(check_disjoint(branches, owner.path));
+        DI_TRYV(algebra_.check_disjoint(branches, owner.path));
       }
       for (SchemaId b : branches) {
         Conj child{f.members, key.resolved};
@@ -299,7 +162,7 @@ class Lowering {
       }
       return rule;
     }
-    Merged m = merge(f.members);
+    DI_TRY(m, algebra_.merge(f.members));
     DI_TRYV(lower_merged(rule, m, f.members));
     return rule;
   }
@@ -357,32 +220,59 @@ class Lowering {
       return make_error(Code::kGrammar, "json schema: arrays with more than {} constrained positions are not supported (at {})",
                         kMaxExplicitPositions, where);
     }
-    if (m.min_items == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
+    if (m.contains.size() > 1) {
+      return make_error(Code::kGrammar, "json schema: more than one 'contains' on one array is not supported (at {})", where);
+    }
+    // `contains` with minContains = need: count the elements that were made to match it.
+    uint64_t need = m.contains.empty() ? 0 : m.contains[0].second;
+    if ((explicit_positions + 1) * (need + 1) > kMaxCountingRules) {
+      return make_error(Code::kGrammar, "json schema: minContains too large for this array (at {})", where);
+    }
+    if (m.min_items == 0 && need == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
     if (m.max_items == 0) return ok();
-    // item(k) ::= value(k) after(k+1); after(k) ::= "," item(k) | "]"  (positions past the last
-    // explicit one share one looping pair).
-    auto elem = [&](uint64_t k) -> Result<uint32_t> {
-      return lower_ids(k < m.prefix.size() ? m.prefix[k] : m.items);
+    // item(k, c) ::= value(k) after(k+1, c) | value(k) & contains after(k+1, c+1);
+    // after(k, c) ::= "," item(k, c) | "]" (when k and c are enough). Positions past the last
+    // explicit one share one looping pair.
+    auto elem = [&](uint64_t k, bool matching) -> Result<uint32_t> {
+      std::vector<SchemaId> ids = k < m.prefix.size() ? m.prefix[k] : m.items;
+      if (matching) ids.push_back(m.contains[0].first);
+      return lower_ids(ids);
     };
     uint64_t n = explicit_positions;
-    std::vector<uint32_t> item(n + 1), after(n + 1);
+    auto idx = [&](uint64_t k, uint64_t c) { return k * (need + 1) + c; };
+    std::vector<uint32_t> item((n + 1) * (need + 1)), after((n + 1) * (need + 1));
     for (uint64_t k = 0; k <= n; ++k) {
-      item[k] = builder_.add_rule(fmt::format("{}/item{}", where, k));
-      after[k] = builder_.add_rule(fmt::format("{}/after{}", where, k));
+      for (uint64_t c = 0; c <= need; ++c) {
+        item[idx(k, c)] = builder_.add_rule(fmt::format("{}/item{}.{}", where, k, c));
+        after[idx(k, c)] = builder_.add_rule(fmt::format("{}/after{}.{}", where, k, c));
+      }
     }
+    auto add_item = [&](uint64_t k, uint64_t next_k) -> Result<void> {
+      DI_TRY(plain, elem(k, false));
+      std::optional<uint32_t> matching;
+      if (need > 0) {
+        DI_TRY(v, elem(k, true));
+        matching = v;
+      }
+      for (uint64_t c = 0; c <= need; ++c) {
+        builder_.add_production(item[idx(k, c)], {Symbol::rule(plain), Symbol::rule(after[idx(next_k, c)])});
+        if (matching) builder_.add_production(item[idx(k, c)], {Symbol::rule(*matching), Symbol::rule(after[idx(next_k, std::min(c + 1, need))])});
+      }
+      return ok();
+    };
     for (uint64_t k = 0; k < n; ++k) {
-      DI_TRY(v, elem(k));
-      builder_.add_production(item[k], {Symbol::rule(v), Symbol::rule(after[k + 1])});
+      DI_TRYV(add_item(k, k + 1));
     }
     for (uint64_t k = bounded || n > 0 ? 1 : 0; k <= n; ++k) {
-      if (k < m.max_items) builder_.add_production(after[k], {Symbol::term(comma_), Symbol::rule(item[k])});
-      if (k >= m.min_items) builder_.add_production(after[k], {Symbol::term(arr_close_)});
+      for (uint64_t c = 0; c <= need; ++c) {
+        if (k < m.max_items) builder_.add_production(after[idx(k, c)], {Symbol::term(comma_), Symbol::rule(item[idx(k, c)])});
+        if (k >= m.min_items && c == need) builder_.add_production(after[idx(k, c)], {Symbol::term(arr_close_)});
+      }
     }
-    if (!bounded) {  // the tail: item(n) loops through after(n)
-      DI_TRY(v, elem(n));
-      builder_.add_production(item[n], {Symbol::rule(v), Symbol::rule(after[n])});
+    if (!bounded) {  // the tail: item(n, c) loops through after(n, .)
+      DI_TRYV(add_item(n, n));
     }
-    builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[0])});
+    builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[idx(0, 0)])});
     return ok();
   }
 
@@ -391,11 +281,11 @@ class Lowering {
     if (ids.empty()) return std::optional<Dfa>();
     Conj c;
     for (SchemaId id : ids) insert_sorted(c.members, id);
-    Flat f = flatten(c);
+    Flat f = algebra_.flatten(c);
     if (!f.open_groups.empty()) {
       return make_error(Code::kGrammar, "json schema: propertyNames with anyOf/oneOf is not supported (at {})", where);
     }
-    Merged m = merge(f.members);
+    DI_TRY(m, algebra_.merge(f.members));
     if (f.is_false || !(m.types & kTypeString)) {
       DI_TRY(none, Dfa::from_regex(re_nothing()));
       return std::optional<Dfa>(std::move(none));
@@ -438,11 +328,17 @@ class Lowering {
       }
       props.push_back({name, schemas, req});
     }
-    // Additional keys: any string (or propertyNames') other than a declared name, in any encoding.
-    bool additional_allowed = true;
-    for (SchemaId id : m.additional) additional_allowed = additional_allowed && !set_.node(id).always_false;
-    std::optional<uint32_t> add_key, add_value;
-    if (additional_allowed) {
+    // Additional keys: any string (or propertyNames') other than a declared name, in any encoding,
+    // split into regions by the patternProperties they match; each region has its own value
+    // schemas (the matching patterns', plus additionalProperties of members none of whose
+    // patterns match).
+    const auto& rules = m.pattern_properties;
+    if (rules.size() > kMaxPatternProperties) {
+      return make_error(Code::kGrammar, "json schema: more than {} patternProperties in one object are not supported (at {})",
+                        kMaxPatternProperties, where);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> additional;  // (key terminal, value rule) per region
+    {
       Merged any;
       DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
       std::vector<Regex> declared;
@@ -453,11 +349,44 @@ class Lowering {
         DI_TRY(rest, Dfa::subtract(keys, taken));
         keys = std::move(rest);
       }
-      if (!keys.empty_language()) {
-        DI_TRY(k, quoted_terminal(keys));
-        DI_TRY(v, lower_ids(m.additional));
-        add_key = k;
-        add_value = v;
+      std::vector<Dfa> matches;
+      for (const auto& r : rules) {
+        Regex any_char = re_star(re_chars(CodepointSet::all()));
+        DI_TRY(re, parse_ecmascript_regex(r.pattern));
+        DI_TRY(d, Dfa::from_regex(json_encode(re_seq({any_char, re, any_char}))));
+        matches.push_back(std::move(d));
+      }
+      for (uint32_t region = 0; region < (1u << rules.size()); ++region) {
+        Dfa region_keys = keys;
+        std::vector<SchemaId> values;
+        for (size_t i = 0; i < rules.size() && !region_keys.empty_language(); ++i) {
+          bool in = (region >> i) & 1u;
+          DI_TRY(narrowed, in ? Dfa::intersect(region_keys, matches[i]) : Dfa::subtract(region_keys, matches[i]));
+          region_keys = std::move(narrowed);
+          if (in) values.push_back(rules[i].schema);
+        }
+        if (region_keys.empty_language()) continue;
+        auto matched_by = [&](SchemaId owner) {
+          for (size_t i = 0; i < rules.size(); ++i) {
+            if (((region >> i) & 1u) && rules[i].owner == owner) return true;
+          }
+          return false;
+        };
+        for (const auto& [owner, schema] : m.additional) {
+          if (!matched_by(owner)) values.push_back(schema);
+        }
+        for (const auto& u : m.unevaluated) {
+          bool seen = false;
+          for (SchemaId r : u.reach) {
+            const SchemaNode& x = set_.node(r);
+            seen = seen || x.additional_properties || (r != u.owner && x.unevaluated_properties) || matched_by(r);
+          }
+          if (!seen) values.push_back(u.schema);
+        }
+        if (std::any_of(values.begin(), values.end(), [&](SchemaId id) { return set_.node(id).always_false; })) continue;
+        DI_TRY(k, quoted_terminal(region_keys));
+        DI_TRY(v, lower_ids(values));
+        additional.push_back({k, v});
       }
     }
 
@@ -497,9 +426,11 @@ class Lowering {
                                           Symbol::rule(after[idx(i + 1, next_count(c))])});
           }
           if (!props[i].required) builder_.add_production(mem, {Symbol::rule(member[idx(i + 1, c)])});
-        } else if (add_key && can_add(c)) {
-          builder_.add_production(mem, {Symbol::term(*add_key), Symbol::term(colon_), Symbol::rule(*add_value),
-                                        Symbol::rule(after[idx(n, next_count(c))])});
+        } else if (can_add(c)) {
+          for (auto [key, value] : additional) {
+            builder_.add_production(mem, {Symbol::term(key), Symbol::term(colon_), Symbol::rule(value),
+                                          Symbol::rule(after[idx(n, next_count(c))])});
+          }
         }
         builder_.add_production(aft, {Symbol::term(comma_), Symbol::rule(mem)});
         if (!required_from[i] && c >= std::min(m.min_properties, cap)) builder_.add_production(aft, {Symbol::term(obj_close_)});
@@ -512,97 +443,10 @@ class Lowering {
 
   // ---- oneOf ----
 
-  Result<void> check_disjoint(const std::vector<SchemaId>& branches, const std::string& where) {
-    for (size_t i = 0; i < branches.size(); ++i) {
-      for (size_t j = i + 1; j < branches.size(); ++j) {
-        DI_TRY(d, disjoint({branches[i]}, {branches[j]}, 0));
-        if (!d) {
-          return make_error(Code::kGrammar,
-                            "json schema: oneOf branches {} and {} may both match; only provably exclusive oneOf is supported (at {})",
-                            i, j, where);
-        }
-      }
-    }
-    return ok();
-  }
-
-  // An object valid for `x` has a property that `y` forbids.
-  bool requires_forbidden(const Merged& x, const Merged& y) {
-    auto is_false = [&](const std::vector<SchemaId>& ids) {
-      return std::any_of(ids.begin(), ids.end(), [&](SchemaId id) { return set_.node(id).always_false; });
-    };
-    for (const auto& name : x.required) {
-      auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
-      if (it != y.properties.end() ? is_false(it->second) : is_false(y.additional)) return true;
-    }
-    return false;
-  }
-
-  // True when no value satisfies both conjunctions (a sound, incomplete test).
-  Result<bool> disjoint(const std::vector<SchemaId>& a_ids, const std::vector<SchemaId>& b_ids, int depth) {
-    if (depth > kMaxDisjointDepth) return false;
-    Conj ca, cb;
-    for (SchemaId id : a_ids) insert_sorted(ca.members, id);
-    for (SchemaId id : b_ids) insert_sorted(cb.members, id);
-    Flat fa = flatten(ca), fb = flatten(cb);
-    if (fa.is_false || fb.is_false) return true;
-    Merged a = merge(fa.members), b = merge(fb.members);
-    // Enumerated values of one side that the other side refuses.
-    auto enum_excluded = [&](const Merged& x, const std::vector<SchemaId>& other) -> Result<bool> {
-      if (!x.enum_values) return false;
-      for (const auto& v : *x.enum_values) {
-        bool all = true;
-        for (SchemaId id : other) {
-          DI_TRY(r, validator_.valid(id, v));
-          all = all && r;
-        }
-        if (all) return false;
-      }
-      return true;
-    };
-    DI_TRY(ea, enum_excluded(a, fb.members));
-    if (ea) return true;
-    DI_TRY(eb, enum_excluded(b, fa.members));
-    if (eb) return true;
-    uint8_t common = a.types & b.types;
-    if (a.enum_values || b.enum_values) return common == 0;
-    // Every shared instance type needs its own reason.
-    for (uint8_t t : {kTypeNull, kTypeBoolean, kTypeObject, kTypeArray, kTypeString, kTypeInteger, kTypeFraction}) {
-      if (!(common & t)) continue;
-      bool separated = false;
-      if (t == kTypeInteger || t == kTypeFraction) {
-        auto below = [](const std::optional<NumberBound>& hi, const std::optional<NumberBound>& lo) {
-          if (!hi || !lo) return false;
-          int c = compare(hi->value, lo->value);
-          return c < 0 || (c == 0 && (hi->exclusive || lo->exclusive));
-        };
-        separated = below(a.upper, b.lower) || below(b.upper, a.lower);
-      } else if (t == kTypeString) {
-        separated = a.min_length > b.max_length || b.min_length > a.max_length;
-      } else if (t == kTypeArray) {
-        separated = a.min_items > b.max_items || b.min_items > a.max_items;
-      } else if (t == kTypeObject) {
-        separated = requires_forbidden(a, b) || requires_forbidden(b, a);
-        for (const auto& [name, sa] : a.properties) {
-          if (separated) break;
-          if (!a.required.count(name) || !b.required.count(name)) continue;
-          auto it = std::find_if(b.properties.begin(), b.properties.end(), [&](const auto& p) { return p.first == name; });
-          if (it == b.properties.end()) continue;
-          DI_TRY(d, disjoint(sa, it->second, depth + 1));
-          if (d) {
-            separated = true;
-            break;
-          }
-        }
-      }
-      if (!separated) return false;
-    }
-    return true;
-  }
-
   const SchemaSet& set_;
   GrammarOptions options_;
   SchemaValidator validator_;
+  SchemaAlgebra algebra_;
   GrammarBuilder builder_;
   Regex ws_;
   uint32_t obj_open_ = 0, obj_close_ = 0, obj_empty_ = 0, arr_open_ = 0, arr_close_ = 0, arr_empty_ = 0, comma_ = 0, colon_ = 0;

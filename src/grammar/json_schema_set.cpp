@@ -1,5 +1,6 @@
 #include "grammar/json_schema_set.h"
 
+#include "grammar/regex_parser.h"
 #include "grammar/uri.h"
 
 #include <fmt/format.h>
@@ -38,20 +39,8 @@ const std::set<std::string, std::less<>> kSchemaMaps = {"properties", "patternPr
 const std::set<std::string, std::less<>> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
 
 // Keywords that would constrain instances in ways the compiler cannot enforce.
-const std::map<std::string, std::string, std::less<>> kUnsupported = {
-    {"not", "not"},
-    {"contains", "contains"},
-    {"minContains", "minContains"},
-    {"maxContains", "maxContains"},
-    {"unevaluatedItems", "unevaluatedItems"},
-    {"unevaluatedProperties", "unevaluatedProperties"},
-    {"dependentRequired", "dependentRequired"},
-    {"dependentSchemas", "dependentSchemas"},
-    {"dependencies", "dependencies"},
-    {"patternProperties", "patternProperties"},
-    {"$dynamicRef", "$dynamicRef"},
-    {"$recursiveRef", "$recursiveRef"},
-};
+const std::set<std::string, std::less<>> kUnsupported = {"not", "maxContains", "dependentRequired", "dependentSchemas",
+                                                       "dependencies", "$dynamicRef", "$recursiveRef"};
 
 Result<uint64_t> count_value(const Json& v, const std::string& path, std::string_view kw) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
@@ -232,9 +221,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
   };
   bool items_is_array = false;
   for (const auto& [key, v] : j.items()) {
-    if (auto u = kUnsupported.find(key); u != kUnsupported.end()) {
-      return schema_error(n.path, fmt::format("keyword '{}' is not supported", u->second));
-    }
+    if (kUnsupported.count(key)) return schema_error(n.path, fmt::format("keyword '{}' is not supported", key));
     if (key == "if" && (j.contains("then") || j.contains("else"))) {
       return schema_error(n.path, "keyword 'if' (with then/else) is not supported");
     }
@@ -293,6 +280,13 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
         DI_TRY(id, load(v[i], base, path + "/prefixItems/" + std::to_string(i)));
         n.prefix_items.push_back(id);
       }
+    } else if (key == "contains") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      n.contains = id;
+    } else if (key == "minContains") {
+      DI_TRY(c, count_value(v, n.path, key));
+      n.min_contains = c;
     } else if (key == "minItems") {
       DI_TRY(c, count_value(v, n.path, key));
       n.min_items = c;
@@ -315,10 +309,23 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
         if (!r.is_string()) return schema_error(n.path, "required must be an array of strings");
         if (std::find(n.required.begin(), n.required.end(), r.get<std::string>()) == n.required.end()) n.required.push_back(r.get<std::string>());
       }
+    } else if (key == "patternProperties") {
+      if (!v.is_object()) return schema_error(n.path, "patternProperties must be an object");
+      for (const auto& [pattern, ps] : v.items()) {
+        DI_TRYV(check_schema(ps, key));
+        auto re = parse_ecmascript_regex(pattern);
+        if (!re) return schema_error(n.path, fmt::format("patternProperties: {}", re.error().message));
+        DI_TRY(id, load(ps, base, path + "/patternProperties/" + escape_pointer(pattern)));
+        n.pattern_properties.emplace_back(pattern, id);
+      }
     } else if (key == "additionalProperties") {
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
       n.additional_properties = id;
+    } else if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
     } else if (key == "propertyNames") {
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));

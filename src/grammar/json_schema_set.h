@@ -50,11 +50,16 @@ struct SchemaNode {
   // arrays
   std::vector<SchemaId> prefix_items;
   std::optional<SchemaId> items;
+  std::optional<SchemaId> unevaluated_items;
   uint64_t min_items = 0, max_items = UINT64_MAX;
+  std::optional<SchemaId> contains;
+  uint64_t min_contains = 1;
   // objects
   std::vector<std::pair<std::string, SchemaId>> properties;
   std::vector<std::string> required;
+  std::vector<std::pair<std::string, SchemaId>> pattern_properties;  // (ECMAScript pattern, schema)
   std::optional<SchemaId> additional_properties;
+  std::optional<SchemaId> unevaluated_properties;
   std::optional<SchemaId> property_names;
   uint64_t min_properties = 0, max_properties = UINT64_MAX;
   // applicators

@@ -76,6 +76,11 @@ Result<const Dfa*> SchemaValidator::pattern_dfa(const std::string& pattern) {
   return slot.get();
 }
 
+Result<bool> SchemaValidator::pattern_matches(const std::string& pattern, const std::string& value) {
+  DI_TRY(d, pattern_dfa(pattern));
+  return d->matches(value);
+}
+
 Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
   auto it = formats_.find(format);
   if (it != formats_.end()) return it->second.get();
@@ -116,8 +121,8 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     uint64_t len = codepoints(s);
     if (len < n.min_length || len > n.max_length) return false;
     for (const auto& p : n.patterns) {
-      DI_TRY(d, pattern_dfa(p));
-      if (!d->matches(s)) return false;
+      DI_TRY(m, pattern_matches(p, s));
+      if (!m) return false;
     }
     for (const auto& f : n.formats) {
       DI_TRY(d, format_dfa(f));
@@ -141,8 +146,17 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   }
   if (v.is_array()) {
     if (v.size() < n.min_items || v.size() > n.max_items) return false;
+    if (n.contains && n.min_contains > 0) {
+      uint64_t matching = 0;
+      for (const auto& item : v) {
+        DI_TRY(r, valid(*n.contains, item));
+        matching += r ? 1 : 0;
+      }
+      if (matching < n.min_contains) return false;
+    }
     for (size_t i = 0; i < v.size(); ++i) {
       std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
+      if (!s) s = n.unevaluated_items;  // conservative, as for properties
       if (!s) continue;
       DI_TRY(ok_item, valid(*s, v[i]));
       if (!ok_item) return false;
@@ -154,17 +168,21 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
       if (!v.contains(r)) return false;
     }
     for (const auto& [key, val] : v.items()) {
-      std::optional<SchemaId> s;
-      bool declared = false;
+      // The value meets its `properties` schema and every matching patternProperties schema;
+      // additionalProperties applies when neither names the key.
+      std::vector<SchemaId> schemas;
       for (const auto& [name, ps] : n.properties) {
-        if (name == key) {
-          s = ps;
-          declared = true;
-        }
+        if (name == key) schemas.push_back(ps);
       }
-      if (!declared) s = n.additional_properties;
-      if (s) {
-        DI_TRY(ok_val, valid(*s, val));
+      for (const auto& [pattern, ps] : n.pattern_properties) {
+        DI_TRY(m, pattern_matches(pattern, key));
+        if (m) schemas.push_back(ps);
+      }
+      if (schemas.empty() && n.additional_properties) schemas.push_back(*n.additional_properties);
+      // Conservative (never more permissive): only the schema's own keywords count as evaluating.
+      if (schemas.empty() && n.unevaluated_properties) schemas.push_back(*n.unevaluated_properties);
+      for (SchemaId s : schemas) {
+        DI_TRY(ok_val, valid(s, val));
         if (!ok_val) return false;
       }
       if (n.property_names) {

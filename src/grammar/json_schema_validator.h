@@ -20,6 +20,8 @@ class SchemaValidator {
  public:
   explicit SchemaValidator(const SchemaSet& set) : set_(set) {}
   Result<bool> valid(SchemaId id, const Json& value);
+  // ECMAScript search semantics (the pattern may match anywhere unless anchored).
+  Result<bool> pattern_matches(const std::string& pattern, const std::string& value);
 
  private:
   Result<const Dfa*> pattern_dfa(const std::string& pattern);

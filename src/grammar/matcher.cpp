@@ -16,6 +16,11 @@ void Matcher::reset() {
   terminated_ = false;
 }
 
+Error Matcher::overflow_error() const {
+  return make_error(Code::kCapacity, "the grammar is too ambiguous: a parser state exceeded {} items",
+                    EarleyChart::kMaxItemsPerSet);
+}
+
 bool Matcher::push_bytes(std::string_view bytes) {
   size_t before = chart_.num_sets();
   for (char c : bytes) {
@@ -42,6 +47,7 @@ Result<void> Matcher::advance(int32_t token) {
   }
   std::string_view bytes = vocab.bytes(token);
   if (bytes.empty() || !push_bytes(bytes)) {
+    if (chart_.overflowed()) return overflow_error();
     return make_error(Code::kInvalidArgument, "token {} is not allowed by the grammar here", token);
   }
   steps_.push_back(step);
@@ -51,7 +57,10 @@ Result<void> Matcher::advance(int32_t token) {
 Result<void> Matcher::advance_bytes(std::string_view bytes) {
   if (terminated_) return make_error(Code::kState, "the grammar matcher already terminated");
   Step step{static_cast<uint32_t>(chart_.num_sets()), terminated_};
-  if (!push_bytes(bytes)) return make_error(Code::kInvalidArgument, "the bytes are not allowed by the grammar here");
+  if (!push_bytes(bytes)) {
+    if (chart_.overflowed()) return overflow_error();
+    return make_error(Code::kInvalidArgument, "the bytes are not allowed by the grammar here");
+  }
   steps_.push_back(step);
   return ok();
 }

@@ -18,8 +18,10 @@ class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
 
-  // Consumes a token. Fails (state unchanged) when the grammar does not allow it here. An EOS
-  // token is allowed exactly when the output so far is complete; it terminates the matcher.
+  // Consumes a token. Fails (state unchanged) when the grammar does not allow it here
+  // (kInvalidArgument), or kCapacity when a pathologically ambiguous grammar exceeds the
+  // parser's work bound. An EOS token is allowed exactly when the output so far is complete; it
+  // terminates the matcher.
   Result<void> advance(int32_t token);
   // Consumes raw bytes as one step (tooling and tests; the engine advances by tokens).
   Result<void> advance_bytes(std::string_view bytes);
@@ -45,6 +47,7 @@ class Matcher {
     bool terminated_before;
   };
   bool push_bytes(std::string_view bytes);
+  Error overflow_error() const;
   void compute_mask(uint32_t* words);
   void check_uncertain(uint32_t* words);
 

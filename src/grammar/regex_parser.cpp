@@ -1,5 +1,6 @@
 #include "grammar/regex_parser.h"
 
+#include "grammar/unicode_properties.h"
 #include "grammar/utf8.h"
 
 #include <string>
@@ -288,7 +289,15 @@ class Parser {
         return CodepointSet::single(v);
       }
       case 'p':
-      case 'P': return fail("Unicode property escapes are not supported");
+      case 'P': {
+        if (!eat('{')) return fail("\\p needs a {property}");
+        std::string name;
+        while (!at_end() && peek() != '}' && peek() < 0x80) name += static_cast<char>(cp_[pos_++]);
+        if (!eat('}')) return fail("unterminated \\p{...}");
+        auto set = unicode_property(name);
+        if (!set) return fail("unsupported Unicode property '" + name + "' (General_Category values, Any, ASCII and Assigned are)");
+        return c == 'p' ? *set : set->complement();
+      }
       default: break;
     }
     // Identity escapes: only syntax characters and '/' (Unicode mode forbids the rest).

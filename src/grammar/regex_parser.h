@@ -1,6 +1,7 @@
 // Parses the ECMAScript regular-expression subset that JSON Schema `pattern` uses (with Unicode
-// semantics: the unit is the code point). Unsupported syntax (lookaround, backreferences, word
-// boundaries, Unicode property escapes) is a kGrammar error naming the construct.
+// semantics: the unit is the code point; \p{...} takes General_Category values). Unsupported
+// syntax (lookaround, backreferences, word boundaries, script properties) is a kGrammar error
+// naming the construct.
 #pragma once
 
 #include "grammar/regex.h"

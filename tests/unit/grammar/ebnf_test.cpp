@@ -101,6 +101,20 @@ TEST(Ebnf, ErrorsNameTheProblem) {
   }
 }
 
+// An ambiguous grammar makes Earley sets grow with the input; the work bound turns that into an
+// error instead of ever slower steps.
+TEST(Ebnf, AmbiguityIsBoundedByTheParserWorkLimit) {
+  auto g = compile("root ::= item*\nitem ::= [a-z ]+ | \"(\" root \")\"");
+  ASSERT_TRUE(g);
+  Matcher m(g);
+  ASSERT_TRUE(m.advance_bytes(std::string(100, 'a')));
+  Result<void> r = ok();
+  for (int i = 0; i < 100 && r; ++i) r = m.advance_bytes(std::string(100, 'b'));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kCapacity);
+  EXPECT_TRUE(m.accepts_string(""));  // the state before the refused step is intact
+}
+
 // Outputs generated under llama.cpp's JSON grammar on the DeepSeek vocabulary parse as JSON
 // (checked by Python's json module: nlohmann refuses numbers beyond double range).
 TEST(RandomGeneration, EbnfJsonOutputsParse) {

@@ -46,6 +46,29 @@ TEST(JsonSchema, PropertyCountsAndNames) {
                {R"({"ya":1})", R"({"b":2})"});
 }
 
+TEST(JsonSchema, PatternPropertiesSplitKeysByPattern) {
+  std::string s = R"({"type":"object","properties":{"x_id":{"type":"string"}},"patternProperties":{"^x_":{"type":"integer"},"id$":{"maxLength":2}},"additionalProperties":false})";
+  // x_id: string (properties), integer (^x_) and maxLength: no value fits, so it cannot appear.
+  expect_texts(s, {R"({"x_a":1})", R"({"bid":"ab"})", R"({"x_a":1,"b_id":"z"})", R"({})"},
+               {R"({"x_id":"a"})", R"({"x_a":"1"})", R"({"other":1})", R"({"bid":"abc"})", R"({"x_id":1})"});
+}
+
+TEST(JsonSchema, UnevaluatedSeesInPlaceApplicatorsOnly) {
+  std::string s = R"({"allOf":[{"properties":{"a":{"type":"integer"}}}],"anyOf":[{"properties":{"b":{}}},{"properties":{"c":{}}}],"unevaluatedProperties":false})";
+  expect_texts(s, {R"({"a":1})", R"({"a":1,"b":2})", R"({"c":3})"}, {R"({"d":1})", R"({"b":1,"c":2})"});
+  // A sibling's properties are not seen by the inner schema's unevaluatedProperties.
+  expect_texts(R"({"allOf":[{"properties":{"a":{}},"unevaluatedProperties":false},{"properties":{"b":{}}}]})", {R"({"a":1})"},
+               {R"({"b":1})"});
+  expect_texts(R"({"prefixItems":[{"type":"integer"}],"unevaluatedItems":{"type":"string"}})", {"[1]", R"([1,"x","y"])"},
+               {R"([1,2])"});
+}
+
+TEST(JsonSchema, ContainsCountsMatchingElements) {
+  expect_texts(R"({"type":"array","contains":{"type":"integer"},"minContains":2,"maxItems":4})",
+               {"[1,2]", R"(["a",1,"b",2])", "[1,2,3]"}, {"[]", "[1]", R"(["a","b",1])", "[1,2,3,4,5]"});
+  expect_texts(R"({"contains":{"const":"x"},"items":{"type":"string"}})", {R"(["x"])", R"(["a","x","b"])"}, {"[]", R"(["a"])", R"([1,"x"])"});
+}
+
 TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   expect_texts(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})",
                {"[]", "[1]", R"([1,"a"])"}, {R"([1,"a",2])", R"(["a"])"});
@@ -134,11 +157,11 @@ TEST(JsonSchema, WhitespaceOptions) {
 TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"not":{"type":"string"}})", "'not'");
   expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
-  expect_error(R"({"type":"array","contains":{"type":"integer"}})", "'contains'");
-  expect_error(R"({"patternProperties":{"^x":{}}})", "'patternProperties'");
+  expect_error(R"({"type":"array","contains":{"type":"integer"},"maxContains":2})", "'maxContains'");
+  expect_error(R"({"patternProperties":{"(":{}}})", "patternProperties");
   expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
   expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
-  expect_error(R"({"unevaluatedProperties":false})", "'unevaluatedProperties'");
+  expect_error(R"({"dependentRequired":{"a":["b"]}})", "'dependentRequired'");
   expect_error(R"({"$ref":"https://example.com/other.json"})", "remote references are not supported");
   expect_error(R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'");
   expect_error(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})", "oneOf");

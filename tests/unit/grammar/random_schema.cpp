@@ -132,11 +132,12 @@ class Generator {
     switch (pick(4)) {
       case 0: s["additionalProperties"] = false; break;
       case 1: s["additionalProperties"] = node(depth + 1); break;
-      case 2: s["additionalProperties"] = false; s["minProperties"] = 0; break;
+      case 2: s["unevaluatedProperties"] = false; break;
       default: break;
     }
     if (chance(0.15)) s["maxProperties"] = range(static_cast<int64_t>(required.size()), static_cast<int64_t>(required.size()) + 2);
     if (chance(0.1) && !s.contains("additionalProperties")) s["propertyNames"] = Json{{"maxLength", 8}};
+    if (chance(0.15)) s["patternProperties"] = Json{{"^x", {{"type", "integer"}}}, {"[0-9]$", scalar()}};
     return s;
   }
 
@@ -152,6 +153,7 @@ class Generator {
       s["items"] = node(depth + 1);
     }
     if (chance(0.3)) s["minItems"] = range(0, 2);
+    if (chance(0.15)) s["contains"] = Json{{"type", "boolean"}};
     if (chance(0.5)) s["maxItems"] = range(2, 4);
     return s;
   }
