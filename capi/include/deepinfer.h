@@ -348,8 +348,8 @@ enum {
 };
 
 /* Compiles a grammar for the engine's tokenizer, with default options (JSON whitespace allowed,
- * runs unbounded). DI_ERR_GRAMMAR for a bad spec, DI_ERR_UNSUPPORTED for a feature that cannot be
- * enforced; the message names the keyword or position. */
+ * runs unbounded). DI_ERR_GRAMMAR for a bad spec or a feature that cannot be enforced; the message
+ * names the keyword or position. */
 DI_API di_error *di_grammar_compile(di_engine *engine, di_grammar_kind kind, const char *spec, size_t len, di_grammar **out);
 /* The same with options: DI_GRAMMAR_* flags, and the longest whitespace run between JSON tokens
  * (0 = unbounded). */

@@ -70,8 +70,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   EngineStats stats() const;
 
   // A generation constraint compiled for this model's tokenizer; compiled grammars are cached by
-  // (kind, spec, options) and shared. kGrammar for a bad spec, kUnsupported for a valid spec using
-  // a feature that cannot be enforced (the message names it).
+  // (kind, spec, options) and shared. kGrammar for a bad spec or a feature that cannot be enforced
+  // (the message names it).
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile_grammar(grammar::GrammarKind kind, std::string_view spec,
                                                                           const grammar::GrammarOptions& options);
 

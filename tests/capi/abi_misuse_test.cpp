@@ -1005,3 +1005,107 @@ TEST_F(Misuse, SessionsOfAFreedEngineAreClosed) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Structured outputs: grammar, tokenizer and matcher handles
+
+std::vector<Call> grammar_family_calls(di_engine* e, di_tokenizer* t, di_grammar* g, di_matcher* m, di_sampling* sp) {
+  static di_grammar* out_g;
+  static di_tokenizer* out_t;
+  static di_matcher* out_m;
+  static int32_t i32, ids[64];
+  static char text[256];
+  static size_t len;
+  static uint32_t words[256];
+  static const int32_t one = 5, eos = 1;
+  return {
+      {"di_grammar_compile", [=] { return di_grammar_compile(e, DI_GRAMMAR_REGEX, "a+", 2, &out_g); }},
+      {"di_grammar_compile_options", [=] { return di_grammar_compile_options(e, DI_GRAMMAR_REGEX, "a+", 2, 0, 0, &out_g); }},
+      {"di_engine_tokenizer", [=] { return di_engine_tokenizer(e, &out_t); }},
+      {"di_tokenizer_vocab_size", [=] { return di_tokenizer_vocab_size(t, &i32); }},
+      {"di_tokenizer_encode", [=] { return di_tokenizer_encode(t, "hi", 2, DI_TEXT_PLAIN, ids, 64, &len); }},
+      {"di_tokenizer_decode", [=] { return di_tokenizer_decode(t, &one, 1, 0, text, sizeof text, &len); }},
+      {"di_grammar_compile_for_tokenizer",
+       [=] { return di_grammar_compile_for_tokenizer(t, 0, &eos, 1, DI_GRAMMAR_REGEX, "a+", 2, 0, 0, &out_g); }},
+      {"di_sampling_set_grammar", [=] { return di_sampling_set_grammar(sp, g); }},
+      {"di_matcher_create", [=] { return di_matcher_create(g, &out_m); }},
+      {"di_matcher_accept_token", [=] { return di_matcher_accept_token(m, one); }},
+      {"di_matcher_accept_string", [=] { return di_matcher_accept_string(m, "a", 1); }},
+      {"di_matcher_rollback", [=] { return di_matcher_rollback(m, 0); }},
+      {"di_matcher_reset", [=] { return di_matcher_reset(m); }},
+      {"di_matcher_fill_mask", [=] { return di_matcher_fill_mask(m, words, 256, &len); }},
+      {"di_matcher_can_end", [=] { return di_matcher_can_end(m, &i32); }},
+      {"di_matcher_is_terminated", [=] { return di_matcher_is_terminated(m, &i32); }},
+  };
+}
+
+TEST_F(Misuse, GrammarTokenizerAndMatcherHandles) {
+  Sampling sp = seeded(1, 2);
+  // Every call that takes one of these handles rejects NULL...
+  for (const auto& c : grammar_family_calls(nullptr, nullptr, nullptr, nullptr, nullptr))
+    EXPECT_DI_CODE(c.fn(), DI_ERR_INVALID_HANDLE) << c.name << " with NULL handles";
+  // ...and freed ones, while freeing twice is harmless.
+  di_grammar* g = nullptr;
+  di_tokenizer* t = nullptr;
+  di_matcher* m = nullptr;
+  ASSERT_DI_OK(di_grammar_compile(engine(), DI_GRAMMAR_REGEX, "[a-z]+", 6, &g));
+  ASSERT_DI_OK(di_engine_tokenizer(engine(), &t));
+  ASSERT_DI_OK(di_matcher_create(g, &m));
+  di_grammar_free(g);
+  di_tokenizer_free(t);
+  di_matcher_free(m);
+  di_grammar_free(g);
+  di_tokenizer_free(t);
+  di_matcher_free(m);
+  di_grammar_free(nullptr);
+  di_tokenizer_free(nullptr);
+  di_matcher_free(nullptr);
+  for (const auto& c : grammar_family_calls(engine(), t, g, m, sp.get())) {
+    if (c.name == "di_grammar_compile" || c.name == "di_grammar_compile_options" || c.name == "di_engine_tokenizer") continue;
+    EXPECT_DI_CODE(c.fn(), DI_ERR_INVALID_HANDLE) << c.name << " with freed handles";
+  }
+  // A handle of another type.
+  EXPECT_DI_CODE(di_matcher_create(reinterpret_cast<di_grammar*>(sp.get()), &m), DI_ERR_INVALID_HANDLE);
+  int32_t size = 0;
+  EXPECT_DI_CODE(di_tokenizer_vocab_size(reinterpret_cast<di_tokenizer*>(engine()), &size), DI_ERR_INVALID_HANDLE);
+}
+
+TEST_F(Misuse, BadGrammarsFailAtCompileAndNameTheProblem) {
+  di_grammar* g = nullptr;
+  struct Bad {
+    di_grammar_kind kind;
+    std::string spec;
+    di_code code;
+    std::string mention;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {DI_GRAMMAR_REGEX, "(ab", DI_ERR_GRAMMAR, ""},
+           {DI_GRAMMAR_JSON_SCHEMA, "{not json", DI_ERR_GRAMMAR, ""},
+           {DI_GRAMMAR_JSON_SCHEMA, R"({"type": "object", "dependentSchemas": {"a": {}}})", DI_ERR_GRAMMAR, "dependentSchemas"},
+           {DI_GRAMMAR_EBNF, "root ::= undefined", DI_ERR_GRAMMAR, "undefined"},
+       }) {
+    di_error* err = di_grammar_compile(engine(), b.kind, b.spec.data(), b.spec.size(), &g);
+    ASSERT_NE(err, nullptr) << b.spec;
+    EXPECT_EQ(di_error_code(err), b.code) << di_error_message(err);
+    EXPECT_NE(std::string(di_error_message(err)).find(b.mention), std::string::npos) << di_error_message(err);
+    di_error_free(err);
+  }
+  EXPECT_DI_CODE(di_grammar_compile(engine(), 42, "a", 1, &g), DI_ERR_INVALID_ARGUMENT);
+  EXPECT_DI_CODE(di_grammar_compile_options(engine(), DI_GRAMMAR_REGEX, "a", 1, 0x80, 0, &g), DI_ERR_INVALID_ARGUMENT);
+  EXPECT_DI_CODE(di_grammar_compile(engine(), DI_GRAMMAR_REGEX, nullptr, 3, &g), DI_ERR_INVALID_ARGUMENT);
+  EXPECT_DI_CODE(di_grammar_compile(engine(), DI_GRAMMAR_REGEX, "a", 1, nullptr), DI_ERR_INVALID_ARGUMENT);
+  EXPECT_DI_CODE(di_tokenizer_create("/nonexistent/tokenizer.json", 27, nullptr), DI_ERR_INVALID_ARGUMENT);
+  di_tokenizer* t = nullptr;
+  EXPECT_DI_CODE(di_tokenizer_create("/nonexistent/tokenizer.json", 27, &t), DI_ERR_NOT_FOUND);
+  // A matcher refuses what the grammar does not allow, and keeps its state.
+  ASSERT_DI_OK(di_grammar_compile(engine(), DI_GRAMMAR_REGEX, "ab", 2, &g));
+  di_matcher* m = nullptr;
+  ASSERT_DI_OK(di_matcher_create(g, &m));
+  EXPECT_DI_CODE(di_matcher_accept_string(m, "b", 1), DI_ERR_INVALID_ARGUMENT);
+  ASSERT_DI_OK(di_matcher_accept_string(m, "a", 1));
+  EXPECT_DI_CODE(di_matcher_rollback(m, 2), DI_ERR_INVALID_ARGUMENT);
+  EXPECT_DI_CODE(di_matcher_accept_token(m, -1), DI_ERR_INVALID_ARGUMENT);
+  ASSERT_DI_OK(di_matcher_accept_string(m, "b", 1));
+  di_matcher_free(m);
+  di_grammar_free(g);
+}
