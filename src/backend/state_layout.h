@@ -29,6 +29,15 @@ struct LayerStateLayout {
   int index_width() const { return 2 * index_dim; }
 };
 
+// What one layer keeps per sequence (decided by the model's configuration).
+struct LayerStateShape {
+  int head_dim = 0;
+  int window = 0;
+  int rate = 0;          // 0: sliding window only
+  bool overlap = false;  // CSA
+  int index_dim = 0;     // CSA indexer keys
+};
+
 struct StateLayout {
   int block_tokens = 0;  // positions covered by one block (a multiple of every compress rate)
   std::vector<LayerStateLayout> layers;
@@ -40,5 +49,9 @@ struct StateLayout {
     return static_cast<int32_t>((n_tokens + block_tokens - 1) / block_tokens);
   }
 };
+
+// Lays the layers' state out in slot records and blocks of `block_tokens` positions (a multiple of
+// every compress rate).
+StateLayout make_state_layout(const std::vector<LayerStateShape>& layers, int block_tokens);
 
 }  // namespace deepinfer

@@ -300,33 +300,11 @@ StateLayout DeepseekV4::state_layout(int block_tokens) const {
       if (int r = c.compress_rate(t)) base = std::lcm(base, r);
     block_tokens = base * ((256 + base - 1) / base);
   }
-  StateLayout s;
-  s.block_tokens = block_tokens;
-  for (AttentionType t : c.attention_types) {
-    LayerStateLayout L;
-    L.head_dim = c.head_dim;
-    L.window = c.sliding_window;
-    L.rate = c.compress_rate(t);
-    L.overlap = t == AttentionType::kCsa;
-    L.index_dim = t == AttentionType::kCsa ? c.index_head_dim : 0;
-    L.window_offset = s.slot_floats;
-    s.slot_floats += static_cast<size_t>(L.window) * L.head_dim;
-    if (L.rate) {
-      L.entries_per_block = block_tokens / L.rate;
-      L.ring_offset = s.slot_floats;
-      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.width();
-      L.entry_offset = s.block_floats;
-      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.head_dim;
-    }
-    if (L.index_dim) {
-      L.index_ring_offset = s.slot_floats;
-      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.index_width();
-      L.index_key_offset = s.block_floats;
-      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.index_dim;
-    }
-    s.layers.push_back(L);
-  }
-  return s;
+  std::vector<LayerStateShape> shapes;
+  for (AttentionType t : c.attention_types)
+    shapes.push_back({c.head_dim, c.sliding_window, c.compress_rate(t), t == AttentionType::kCsa,
+                      t == AttentionType::kCsa ? c.index_head_dim : 0});
+  return make_state_layout(shapes, block_tokens);
 }
 
 Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {

@@ -375,34 +375,12 @@ struct StateCase {
   int head_dim, heads, rope_dim, window, csa_rate, hca_rate, index_dim, index_heads, topk;
 };
 
+// Sliding, CSA and HCA layers, as DeepseekV4::state_layout describes them.
 StateLayout layout_for(const StateCase& c, int block_tokens) {
-  StateLayout s;
-  s.block_tokens = block_tokens;
-  for (int type = 0; type < 3; ++type) {  // sliding, CSA, HCA (as DeepseekV4::state_layout lays them out)
-    LayerStateLayout L;
-    L.head_dim = c.head_dim;
-    L.window = c.window;
-    L.rate = type == 0 ? 0 : type == 1 ? c.csa_rate : c.hca_rate;
-    L.overlap = type == 1;
-    L.index_dim = type == 1 ? c.index_dim : 0;
-    L.window_offset = s.slot_floats;
-    s.slot_floats += static_cast<size_t>(L.window) * L.head_dim;
-    if (L.rate) {
-      L.entries_per_block = block_tokens / L.rate;
-      L.ring_offset = s.slot_floats;
-      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.width();
-      L.entry_offset = s.block_floats;
-      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.head_dim;
-    }
-    if (L.index_dim) {
-      L.index_ring_offset = s.slot_floats;
-      s.slot_floats += static_cast<size_t>(L.ring_rows()) * 2 * L.index_width();
-      L.index_key_offset = s.block_floats;
-      s.block_floats += static_cast<size_t>(L.entries_per_block) * L.index_dim;
-    }
-    s.layers.push_back(L);
-  }
-  return s;
+  return make_state_layout({{c.head_dim, c.window, 0, false, 0},
+                            {c.head_dim, c.window, c.csa_rate, true, c.index_dim},
+                            {c.head_dim, c.window, c.hca_rate, false, 0}},
+                           block_tokens);
 }
 
 class CudaStateOps : public CudaOps, public ::testing::WithParamInterface<StateCase> {};
