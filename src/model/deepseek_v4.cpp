@@ -169,31 +169,25 @@ Result<ModelConfig> DeepseekV4::read_config(const std::string& path) {
 
 Result<void> DeepseekV4::load_weights(WeightProvider& src) {
   const ModelConfig& c = config_;
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) -> Result<WeightPtr> { return src.matrix(name, rows, cols); };
+  // Loads one weight into its slot: DI_TRYV(set(slot, matrix(...))).
+  auto set = [](WeightPtr& slot, Result<WeightPtr> w) -> Result<void> {
+    if (!w) return w.error();
+    slot = std::move(w).value();
+    return ok();
+  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) { return src.matrix(name, rows, cols); };
   auto vec = [&](const std::string& name, int64_t n) { return mat(name, 1, n); };
 
   const int64_t d = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_size(), hd = c.head_dim;
-  DI_TRY(embed, mat("embed.weight", c.vocab_size, d));
-  embed_ = std::move(embed);
-  if (c.tie_word_embeddings && !src.has("head.weight")) {
-    DI_TRY(head, mat("embed.weight", c.vocab_size, d));
-    head_ = std::move(head);
-  } else {
-    DI_TRY(head, mat("head.weight", c.vocab_size, d));
-    head_ = std::move(head);
-  }
-  DI_TRY(norm, vec("norm.weight", d));
-  DI_TRY(hfn, mat("hc_head_fn", hc, hc * d));
-  DI_TRY(hbase, vec("hc_head_base", hc));
-  DI_TRY(hscale, vec("hc_head_scale", 1));
-  norm_ = std::move(norm);
-  hc_head_fn_ = std::move(hfn);
-  hc_head_base_ = std::move(hbase);
-  hc_head_scale_ = std::move(hscale);
-  DI_TRY(ifm, be_.upload_floats(c.rope_main.inv_freq(), 1, c.rope_dim() / 2));
-  DI_TRY(ifc, be_.upload_floats(c.rope_compress.inv_freq(), 1, c.rope_dim() / 2));
-  inv_freq_main_ = std::move(ifm);
-  inv_freq_compress_ = std::move(ifc);
+  DI_TRYV(set(embed_, mat("embed.weight", c.vocab_size, d)));
+  const bool tied = c.tie_word_embeddings && !src.has("head.weight");
+  DI_TRYV(set(head_, mat(tied ? "embed.weight" : "head.weight", c.vocab_size, d)));
+  DI_TRYV(set(norm_, vec("norm.weight", d)));
+  DI_TRYV(set(hc_head_fn_, mat("hc_head_fn", hc, hc * d)));
+  DI_TRYV(set(hc_head_base_, vec("hc_head_base", hc)));
+  DI_TRYV(set(hc_head_scale_, vec("hc_head_scale", 1)));
+  DI_TRYV(set(inv_freq_main_, be_.upload_floats(c.rope_main.inv_freq(), 1, c.rope_dim() / 2)));
+  DI_TRYV(set(inv_freq_compress_, be_.upload_floats(c.rope_compress.inv_freq(), 1, c.rope_dim() / 2)));
 
   layers_.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
@@ -201,93 +195,58 @@ Result<void> DeepseekV4::load_weights(WeightProvider& src) {
     L.type = c.attention_types[l];
     L.routing = c.moe_routing[l];
     const std::string p = "layers." + std::to_string(l) + ".";
-    DI_TRY(an, vec(p + "attn_norm.weight", d));
-    DI_TRY(fnorm, vec(p + "ffn_norm.weight", d));
-    L.attn_norm = std::move(an);
-    L.ffn_norm = std::move(fnorm);
-    DI_TRY(haf, mat(p + "hc_attn_fn", mix, hc * d));
-    DI_TRY(hab, vec(p + "hc_attn_base", mix));
-    DI_TRY(has, vec(p + "hc_attn_scale", 3));
-    DI_TRY(hff, mat(p + "hc_ffn_fn", mix, hc * d));
-    DI_TRY(hfb, vec(p + "hc_ffn_base", mix));
-    DI_TRY(hfs, vec(p + "hc_ffn_scale", 3));
-    L.hc_attn_fn = std::move(haf);
-    L.hc_attn_base = std::move(hab);
-    L.hc_attn_scale = std::move(has);
-    L.hc_ffn_fn = std::move(hff);
-    L.hc_ffn_base = std::move(hfb);
-    L.hc_ffn_scale = std::move(hfs);
+    DI_TRYV(set(L.attn_norm, vec(p + "attn_norm.weight", d)));
+    DI_TRYV(set(L.ffn_norm, vec(p + "ffn_norm.weight", d)));
+    DI_TRYV(set(L.hc_attn_fn, mat(p + "hc_attn_fn", mix, hc * d)));
+    DI_TRYV(set(L.hc_attn_base, vec(p + "hc_attn_base", mix)));
+    DI_TRYV(set(L.hc_attn_scale, vec(p + "hc_attn_scale", 3)));
+    DI_TRYV(set(L.hc_ffn_fn, mat(p + "hc_ffn_fn", mix, hc * d)));
+    DI_TRYV(set(L.hc_ffn_base, vec(p + "hc_ffn_base", mix)));
+    DI_TRYV(set(L.hc_ffn_scale, vec(p + "hc_ffn_scale", 3)));
 
     const std::string a = p + "attn.";
-    DI_TRY(wq_a, mat(a + "wq_a.weight", c.q_lora_rank, d));
-    DI_TRY(q_norm, vec(a + "q_norm.weight", c.q_lora_rank));
-    DI_TRY(wq_b, mat(a + "wq_b.weight", c.num_heads * hd, c.q_lora_rank));
-    DI_TRY(wkv, mat(a + "wkv.weight", hd, d));
-    DI_TRY(kv_norm, vec(a + "kv_norm.weight", hd));
-    DI_TRY(wo_a, mat(a + "wo_a.weight", c.o_groups * c.o_lora_rank, c.num_heads * hd / c.o_groups));
-    DI_TRY(wo_b, mat(a + "wo_b.weight", d, c.o_groups * c.o_lora_rank));
-    DI_TRY(sinks, vec(a + "attn_sink", c.num_heads));
-    L.wq_a = std::move(wq_a);
-    L.q_norm = std::move(q_norm);
-    L.wq_b = std::move(wq_b);
-    L.wkv = std::move(wkv);
-    L.kv_norm = std::move(kv_norm);
-    L.wo_a = std::move(wo_a);
-    L.wo_b = std::move(wo_b);
-    L.sinks = std::move(sinks);
+    DI_TRYV(set(L.wq_a, mat(a + "wq_a.weight", c.q_lora_rank, d)));
+    DI_TRYV(set(L.q_norm, vec(a + "q_norm.weight", c.q_lora_rank)));
+    DI_TRYV(set(L.wq_b, mat(a + "wq_b.weight", c.num_heads * hd, c.q_lora_rank)));
+    DI_TRYV(set(L.wkv, mat(a + "wkv.weight", hd, d)));
+    DI_TRYV(set(L.kv_norm, vec(a + "kv_norm.weight", hd)));
+    DI_TRYV(set(L.wo_a, mat(a + "wo_a.weight", c.o_groups * c.o_lora_rank, c.num_heads * hd / c.o_groups)));
+    DI_TRYV(set(L.wo_b, mat(a + "wo_b.weight", d, c.o_groups * c.o_lora_rank)));
+    DI_TRYV(set(L.sinks, vec(a + "attn_sink", c.num_heads)));
     if (L.type != AttentionType::kSliding) {
       const int64_t rate = c.compress_rate(L.type), width = (L.type == AttentionType::kCsa ? 2 : 1) * hd;
-      DI_TRY(cwkv, mat(a + "compressor.wkv.weight", width, d));
-      DI_TRY(cwg, mat(a + "compressor.wgate.weight", width, d));
-      DI_TRY(cape, mat(a + "compressor.ape", rate, width));
-      DI_TRY(cnorm, vec(a + "compressor.norm.weight", hd));
-      L.comp_wkv = std::move(cwkv);
-      L.comp_wgate = std::move(cwg);
-      L.comp_ape = std::move(cape);
-      L.comp_norm = std::move(cnorm);
+      DI_TRYV(set(L.comp_wkv, mat(a + "compressor.wkv.weight", width, d)));
+      DI_TRYV(set(L.comp_wgate, mat(a + "compressor.wgate.weight", width, d)));
+      DI_TRYV(set(L.comp_ape, mat(a + "compressor.ape", rate, width)));
+      DI_TRYV(set(L.comp_norm, vec(a + "compressor.norm.weight", hd)));
     }
     if (L.type == AttentionType::kCsa) {
       const int64_t ihd = c.index_head_dim, rate = c.csa_rate;
-      DI_TRY(iq, mat(a + "indexer.wq_b.weight", c.index_heads * ihd, c.q_lora_rank));
-      DI_TRY(iw, mat(a + "indexer.weights_proj.weight", c.index_heads, d));
-      DI_TRY(ikv, mat(a + "indexer.compressor.wkv.weight", 2 * ihd, d));
-      DI_TRY(ig, mat(a + "indexer.compressor.wgate.weight", 2 * ihd, d));
-      DI_TRY(iape, mat(a + "indexer.compressor.ape", rate, 2 * ihd));
-      DI_TRY(inorm, vec(a + "indexer.compressor.norm.weight", ihd));
-      L.idx_wq_b = std::move(iq);
-      L.idx_weights = std::move(iw);
-      L.idx_comp_wkv = std::move(ikv);
-      L.idx_comp_wgate = std::move(ig);
-      L.idx_comp_ape = std::move(iape);
-      L.idx_comp_norm = std::move(inorm);
+      DI_TRYV(set(L.idx_wq_b, mat(a + "indexer.wq_b.weight", c.index_heads * ihd, c.q_lora_rank)));
+      DI_TRYV(set(L.idx_weights, mat(a + "indexer.weights_proj.weight", c.index_heads, d)));
+      DI_TRYV(set(L.idx_comp_wkv, mat(a + "indexer.compressor.wkv.weight", 2 * ihd, d)));
+      DI_TRYV(set(L.idx_comp_wgate, mat(a + "indexer.compressor.wgate.weight", 2 * ihd, d)));
+      DI_TRYV(set(L.idx_comp_ape, mat(a + "indexer.compressor.ape", rate, 2 * ihd)));
+      DI_TRYV(set(L.idx_comp_norm, vec(a + "indexer.compressor.norm.weight", ihd)));
     }
 
     const std::string f = p + "ffn.";
     const int64_t e = c.num_experts, inter = c.moe_intermediate_size;
-    DI_TRY(gate, mat(f + "gate.weight", e, d));
-    L.gate = std::move(gate);
+    DI_TRYV(set(L.gate, mat(f + "gate.weight", e, d)));
     if (L.routing == MoeRouting::kHash) {
       DI_TRY(table, src.int_table(f + "gate.tid2eid", c.vocab_size, c.experts_per_token));
       for (int32_t v : table)
         if (v < 0 || v >= e) return make_error(Code::kModelFormat, "{}gate.tid2eid holds expert {} of {}", f, v, e);
-      DI_TRY(t, be_.upload_ints(table, c.vocab_size, c.experts_per_token));
-      L.tid2eid = std::move(t);
+      DI_TRYV(set(L.tid2eid, be_.upload_ints(table, c.vocab_size, c.experts_per_token)));
     } else {
-      DI_TRY(bias, vec(f + "gate.bias", e));
-      L.gate_bias = std::move(bias);
+      DI_TRYV(set(L.gate_bias, vec(f + "gate.bias", e)));
     }
-    DI_TRY(u1, src.stacked(f + "experts.", e, "w1.weight", inter, d));
-    DI_TRY(u2, src.stacked(f + "experts.", e, "w2.weight", d, inter));
-    DI_TRY(u3, src.stacked(f + "experts.", e, "w3.weight", inter, d));
-    L.w1 = std::move(u1);
-    L.w2 = std::move(u2);
-    L.w3 = std::move(u3);
-    DI_TRY(sw1, mat(f + "shared_experts.w1.weight", inter, d));
-    DI_TRY(sw2, mat(f + "shared_experts.w2.weight", d, inter));
-    DI_TRY(sw3, mat(f + "shared_experts.w3.weight", inter, d));
-    L.shared_w1 = std::move(sw1);
-    L.shared_w2 = std::move(sw2);
-    L.shared_w3 = std::move(sw3);
+    DI_TRYV(set(L.w1, src.stacked(f + "experts.", e, "w1.weight", inter, d)));
+    DI_TRYV(set(L.w2, src.stacked(f + "experts.", e, "w2.weight", d, inter)));
+    DI_TRYV(set(L.w3, src.stacked(f + "experts.", e, "w3.weight", inter, d)));
+    DI_TRYV(set(L.shared_w1, mat(f + "shared_experts.w1.weight", inter, d)));
+    DI_TRYV(set(L.shared_w2, mat(f + "shared_experts.w2.weight", d, inter)));
+    DI_TRYV(set(L.shared_w3, mat(f + "shared_experts.w3.weight", inter, d)));
   }
   return src.done();
 }
