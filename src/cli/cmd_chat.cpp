@@ -22,9 +22,10 @@ Result<void> run_chat(const ChatArgs& a) {
     DI_TRYV(session->add_message("system", a.system));
   }
   const SamplingParams params = a.engine.sampling(*engine);
+  DI_TRY(grammar, a.engine.grammar(*engine));
   auto turn = [&](const std::string& message) -> Result<void> {
     DI_TRYV(session->add_message("user", message));
-    DI_TRYV(session->generate(params));
+    DI_TRYV(session->generate(params, grammar));
     return stream_events(*session, a.engine.json);
   };
   if (!a.messages.empty()) {

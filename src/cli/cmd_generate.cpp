@@ -34,7 +34,8 @@ Result<void> run_generate(const GenerateArgs& a) {
     DI_TRYV(session->add_text(prompt, a.special ? text::EncodeMode::kRecognizeAddedTokens : text::EncodeMode::kPlainText));
     if (a.echo && !a.engine.json) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   }
-  DI_TRYV(session->generate(a.engine.sampling(*engine)));
+  DI_TRY(grammar, a.engine.grammar(*engine));
+  DI_TRYV(session->generate(a.engine.sampling(*engine), grammar));
   DI_TRYV(stream_events(*session, a.engine.json));
   engine->shutdown();
   return ok();

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace deepinfer::cli {
 
@@ -33,6 +35,14 @@ void EngineOptions::add_to(CLI::App& cmd) {
   cmd.add_flag("--ignore-eos", ignore_eos, "Do not stop at end-of-sequence tokens")->group("Sampling");
   cmd.add_option("--logprobs", logprobs, "Report the top-N logprobs of each token (with --json)")->group("Sampling");
   cmd.add_flag("--json", json, "Print one JSON object per event instead of text");
+  auto* re = cmd.add_option("--regex", regex, "Constrain the output to match this regular expression")->group("Structured output");
+  auto* js = cmd.add_option("--json-schema", json_schema_file, "Constrain the output to a JSON Schema (file)")
+                 ->check(CLI::ExistingFile)->group("Structured output");
+  auto* eb = cmd.add_option("--ebnf", ebnf_file, "Constrain the output to an EBNF/GBNF grammar (file, rule root)")
+                 ->check(CLI::ExistingFile)->group("Structured output");
+  re->excludes(js)->excludes(eb);
+  js->excludes(eb);
+  cmd.add_flag("--compact-json", compact_json, "With --json-schema: no whitespace between JSON tokens")->group("Structured output");
 }
 
 Result<std::shared_ptr<Engine>> EngineOptions::open_engine() const {
@@ -73,6 +83,28 @@ SamplingParams EngineOptions::sampling(const Engine& engine) const {
   p.stop_token_ids = stop_tokens;
   p.ignore_eos = ignore_eos;
   return p;
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> EngineOptions::grammar(Engine& engine) const {
+  auto read = [](const std::string& path) -> Result<std::string> {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  grammar::GrammarOptions options;
+  if (compact_json) options.whitespace = grammar::Whitespace::kCompact;
+  if (!regex.empty()) return engine.compile_grammar(grammar::GrammarKind::kRegex, regex, options);
+  if (!json_schema_file.empty()) {
+    DI_TRY(spec, read(json_schema_file));
+    return engine.compile_grammar(grammar::GrammarKind::kJsonSchema, spec, options);
+  }
+  if (!ebnf_file.empty()) {
+    DI_TRY(spec, read(ebnf_file));
+    return engine.compile_grammar(grammar::GrammarKind::kEbnf, spec, options);
+  }
+  return std::shared_ptr<const grammar::CompiledGrammar>();
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include "engine/engine.h"
 #include "engine/session.h"
+#include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 
 #include <CLI/CLI.hpp>
@@ -27,10 +28,15 @@ struct EngineOptions {
   std::vector<int32_t> stop_tokens;
   bool ignore_eos = false;
   bool json = false;
+  // Structured output: one of a regular expression, a JSON Schema file or an EBNF (GBNF) file.
+  std::string regex, json_schema_file, ebnf_file;
+  bool compact_json = false;
 
   void add_to(CLI::App& cmd);
   Result<std::shared_ptr<Engine>> open_engine() const;  // with a progress line on stderr
   SamplingParams sampling(const Engine& engine) const;
+  // The grammar the flags ask for (nullptr when none), compiled for the engine.
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> grammar(Engine& engine) const;
 };
 
 // Prints a session's events until its generation ends: text to stdout as it comes (several

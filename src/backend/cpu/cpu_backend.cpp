@@ -31,11 +31,11 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus (beta 1, threshold 20)
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-             int64_t k, float beta = 0.0f) {
+// c[m, n] = a[m, k] @ b[n, k]^T on the calling thread.
+void sgemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
   if (m == 0 || n == 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
 }
 
 // Rotates the trailing rope_dim channels of one head vector by `position` (negative angle if inverse).
@@ -62,7 +62,10 @@ void rms_normalize(const float* x, const float* weight, float eps, int n, float*
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  // OpenBLAS runs single-threaded and the backend splits products over its own pool: OpenBLAS's
+  // spinning workers starve everything else on a busy machine (other processes, the host program).
+  // This sets OpenBLAS's thread count for the whole process.
+  explicit CpuBackend(int n_threads) : pool_(n_threads) { openblas_set_num_threads(1); }
 
   std::string name() const override { return "cpu"; }
 
@@ -561,6 +564,16 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // c = a @ b^T, columns of c split over the pool (each output keeps OpenBLAS's reduction order, so
+  // the split changes no value). Must not be called from inside a pool task.
+  void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+    constexpr int64_t kMinColumns = 64;
+    if (pool_.size() == 1 || m * n * k < (1 << 20) || n < 2 * kMinColumns) return sgemm_nt(a, lda, b, ldb, c, ldc, m, n, k);
+    pool_.parallel_for(static_cast<size_t>(n), kMinColumns, [&](size_t begin, size_t end) {
+      sgemm_nt(a, lda, b + static_cast<int64_t>(begin) * ldb, ldb, c + begin, ldc, m, static_cast<int64_t>(end - begin), k);
+    });
+  }
+
   float* slot_ptr(int32_t slot) { return slots_.data() + static_cast<size_t>(slot) * layout_.slot_floats; }
 
   float* entry_ptr(const SequenceStep& s, int layer, int32_t w, size_t offset, int dim) {
