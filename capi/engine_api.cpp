@@ -89,6 +89,14 @@ di_error* di_engine_config_set_state_memory(di_engine_config* cfg, uint64_t byte
   });
 }
 
+di_error* di_engine_config_set_state_memory_fraction(di_engine_config* cfg, double fraction) {
+  return with_config(cfg, [&](EngineConfig& c) -> Result<void> {
+    if (!(fraction > 0 && fraction <= 1)) return make_error(Code::kInvalidArgument, "state_memory_fraction={} is outside (0, 1]", fraction);
+    c.state_memory_fraction = fraction;
+    return ok();
+  });
+}
+
 di_error* di_engine_config_set_max_batched_tokens(di_engine_config* cfg, int32_t n) {
   return with_config(cfg, [&](EngineConfig& c) -> Result<void> {
     if (n < 1) return make_error(Code::kInvalidArgument, "max_batched_tokens={} must be at least 1", n);

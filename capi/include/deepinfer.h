@@ -137,8 +137,13 @@ DI_API di_error *di_engine_config_set_threads(di_engine_config *cfg, int32_t n);
 DI_API di_error *di_engine_config_set_max_sequences(di_engine_config *cfg, int32_t n);
 /* Longest context (prompt + output) of one sequence, in tokens; 0 = the model's maximum. */
 DI_API di_error *di_engine_config_set_max_context(di_engine_config *cfg, int64_t tokens);
-/* Bytes for the shared pool of model state (compressed entries, indexer keys); 0 = automatic. */
+/* Bytes for the shared pool of model state (compressed entries, indexer keys); 0 = automatic: on a
+ * GPU a share of its free memory (di_engine_config_set_state_memory_fraction), on the CPU enough for
+ * every sequence's context up to 4096 tokens. di_engine_capacity_tokens reports what fits. */
 DI_API di_error *di_engine_config_set_state_memory(di_engine_config *cfg, uint64_t bytes);
+/* The share of the GPU's free memory (after the weights) that automatic state memory takes, in
+ * (0, 1]; default 0.9. */
+DI_API di_error *di_engine_config_set_state_memory_fraction(di_engine_config *cfg, double fraction);
 /* Tokens processed per engine step (prefill chunks are cut to fit; decodes always run). */
 DI_API di_error *di_engine_config_set_max_batched_tokens(di_engine_config *cfg, int32_t n);
 /* Seed of the engine's own generator, from which generations without a seed draw theirs. Without

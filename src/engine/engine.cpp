@@ -56,6 +56,8 @@ Result<std::shared_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (config.max_batched_tokens <= 0) return make_error(Code::kInvalidArgument, "max_batched_tokens={} must be positive", config.max_batched_tokens);
   if (config.max_context < 0) return make_error(Code::kInvalidArgument, "max_context={} must not be negative", config.max_context);
   if (config.threads < 0) return make_error(Code::kInvalidArgument, "threads={} must not be negative", config.threads);
+  if (!(config.state_memory_fraction > 0 && config.state_memory_fraction <= 1))
+    return make_error(Code::kInvalidArgument, "state_memory_fraction={} is outside (0, 1]", config.state_memory_fraction);
   std::shared_ptr<Engine> engine(new Engine(config));
   DI_TRYV(engine->start());
   return engine;
@@ -110,7 +112,7 @@ Result<void> Engine::start() {
   if (config_.state_memory == 0 && backend_->free_memory_bytes() > 0) {
     // A GPU: the block pool holds every sequence's whole context, as far as free memory allows.
     ro.max_context = max_context_;
-    ro.free_memory_fraction = 0.9;
+    ro.free_memory_fraction = config_.state_memory_fraction;
   }
   DI_TRY(runner, ModelRunner::create(*model_, *backend_, ro));
   runner_ = std::move(runner);

@@ -16,6 +16,7 @@ struct EngineConfig {
   int32_t max_sequences = 64;       // sequences with state at once (state slots)
   int64_t max_context = 0;          // tokens per sequence; 0 = the model's max_position_embeddings
   uint64_t state_memory = 0;        // bytes of the block pool; 0 = automatic
+  double state_memory_fraction = 0.9;  // automatic on a GPU: this share of its free memory
   int32_t max_batched_tokens = 2048;
   std::optional<uint64_t> seed;     // the engine's seed source for generations without a seed
   // Build the model from its config alone (model_path: a directory with config.json, or the file)

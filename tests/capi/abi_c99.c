@@ -394,6 +394,8 @@ int main(int argc, char **argv) {
   OK(di_engine_config_set_max_sequences(cfg, 16));
   OK(di_engine_config_set_max_context(cfg, 1024));
   OK(di_engine_config_set_state_memory(cfg, 0));
+  OK(di_engine_config_set_state_memory_fraction(cfg, 0.5));
+  FAILS(di_engine_config_set_state_memory_fraction(cfg, 1.5), DI_ERR_INVALID_ARGUMENT);
   OK(di_engine_config_set_max_batched_tokens(cfg, 512));
   OK(di_engine_config_set_seed(cfg, 1234));
   if (!OK(di_engine_create(cfg, &engine))) return 1;

@@ -48,6 +48,7 @@ std::vector<Call> config_calls(di_engine_config* c) {
       {"di_engine_config_set_max_sequences", [=] { return di_engine_config_set_max_sequences(c, 4); }},
       {"di_engine_config_set_max_context", [=] { return di_engine_config_set_max_context(c, 128); }},
       {"di_engine_config_set_state_memory", [=] { return di_engine_config_set_state_memory(c, 0); }},
+      {"di_engine_config_set_state_memory_fraction", [=] { return di_engine_config_set_state_memory_fraction(c, 0.5); }},
       {"di_engine_config_set_max_batched_tokens", [=] { return di_engine_config_set_max_batched_tokens(c, 64); }},
       {"di_engine_config_set_seed", [=] { return di_engine_config_set_seed(c, 1); }},
       {"di_engine_create", [=] { return di_engine_create(c, &out_engine); }},
