@@ -190,6 +190,48 @@ __device__ float row_inv_rms(const float* s, int64_t n, float eps, float* red) {
   return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
 }
 
+// Sinkhorn normalisation of one row's n x n combination matrix, one thread per element (n * n <=
+// blockDim.x). Sums run in the reference's order (j, then i ascending), so every thread divides by the
+// same value the serial loop would. `sync` is __syncwarp when the matrix fits one warp, else
+// __syncthreads; threads past n * n only take part in the synchronisation.
+template <typename Sync>
+__device__ void sinkhorn(float* c, int n, int iters, float eps, Sync sync) {
+  const int e = threadIdx.x, i = e / n, j = e % n;
+  const bool own = e < n * n;
+  float v = 0.0f;
+  if (own) {  // softmax of the row, then + eps
+    float mx = -INFINITY;
+    for (int k = 0; k < n; ++k) mx = fmaxf(mx, c[i * n + k]);
+    float sum = 0.0f;
+    for (int k = 0; k < n; ++k) sum += expf(c[i * n + k] - mx);
+    v = expf(c[e] - mx) / sum + eps;
+  }
+  sync();
+  if (own) c[e] = v;
+  sync();
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {  // rows
+      if (own) {
+        float sum = 0.0f;
+        for (int k = 0; k < n; ++k) sum += c[i * n + k];
+        v = c[e] / (sum + eps);
+      }
+      sync();
+      if (own) c[e] = v;
+      sync();
+    }
+    if (own) {  // columns
+      float sum = 0.0f;
+      for (int k = 0; k < n; ++k) sum += c[k * n + j];
+      v = c[e] / (sum + eps);
+    }
+    sync();
+    if (own) c[e] = v;
+    sync();
+  }
+}
+
+// One block per row (blockDim.x >= kMaxHc * kMaxHc).
 __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
                               const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
                               float norm_eps, float* __restrict__ collapsed, float* __restrict__ post, float* __restrict__ comb) {
@@ -197,44 +239,26 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   __shared__ float pre[kMaxHc];
   __shared__ float c[kMaxHc * kMaxHc];
   const int64_t t = blockIdx.x;
-  const int n = hc, mix_size = (2 + n) * n;
+  const int n = hc, nn = n * n, mix_size = (2 + n) * n;
   const float* s = streams + t * n * d;
+  const float* m = mix + t * mix_size;
   const float inv = row_inv_rms(s, n * d, norm_eps, red);
-  if (threadIdx.x == 0) {
-    const float* m = mix + t * mix_size;
-    for (int i = 0; i < n; ++i) {
-      pre[i] = sigmoidf_(m[i] * inv * scale[0] + base[i]) + eps;
-      post[t * n + i] = 2.0f * sigmoidf_(m[n + i] * inv * scale[1] + base[n + i]);
-    }
-    for (int i = 0; i < n; ++i) {
-      float* ci = c + i * n;
-      float mx = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        ci[j] = m[2 * n + i * n + j] * inv * scale[2] + base[2 * n + i * n + j];
-        mx = fmaxf(mx, ci[j]);
-      }
-      float sum = 0.0f;
-      for (int j = 0; j < n; ++j) sum += (ci[j] = expf(ci[j] - mx));
-      for (int j = 0; j < n; ++j) ci[j] = ci[j] / sum + eps;
-    }
-    for (int it = 0; it < iters; ++it) {
-      if (it > 0) {  // rows
-        for (int i = 0; i < n; ++i) {
-          float sum = 0.0f;
-          for (int j = 0; j < n; ++j) sum += c[i * n + j];
-          for (int j = 0; j < n; ++j) c[i * n + j] /= sum + eps;
-        }
-      }
-      for (int j = 0; j < n; ++j) {  // columns
-        float sum = 0.0f;
-        for (int i = 0; i < n; ++i) sum += c[i * n + j];
-        for (int i = 0; i < n; ++i) c[i * n + j] /= sum + eps;
-      }
-    }
-    for (int i = 0; i < n * n; ++i) comb[t * n * n + i] = c[i];
+  const int tid = threadIdx.x;
+  if (tid < n) {
+    pre[tid] = sigmoidf_(m[tid] * inv * scale[0] + base[tid]) + eps;
+    post[t * n + tid] = 2.0f * sigmoidf_(m[n + tid] * inv * scale[1] + base[n + tid]);
   }
+  if (tid < nn) c[tid] = m[2 * n + tid] * inv * scale[2] + base[2 * n + tid];
+  if (nn <= 32) {
+    __syncwarp();
+    if (tid < 32) sinkhorn(c, n, iters, eps, [] { __syncwarp(); });
+  } else {
+    __syncthreads();
+    sinkhorn(c, n, iters, eps, [] { __syncthreads(); });
+  }
+  if (tid < nn) comb[t * nn + tid] = c[tid];
   __syncthreads();
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+  for (int64_t k = tid; k < d; k += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i) acc += pre[i] * s[i * d + k];
     collapsed[t * d + k] = acc;

@@ -86,6 +86,20 @@ __device__ __forceinline__ void rotate_pairs(float* head, int head_dim, const Ro
   }
 }
 
+// Row of compressed entry w (of the entries at `offset`) of sequence sq, or null past its blocks.
+__device__ __forceinline__ const float* entry_ptr(const BatchDev& b, const StateDev& st, const LayerDev& L,
+                                                  const SeqInfo& sq, int32_t w, int64_t offset, int dim) {
+  const int32_t bi = (w * L.rate) / st.block_tokens;
+  if (bi < 0 || bi >= sq.n_blocks) return nullptr;
+  const int32_t block = b.block_tables[sq.table_offset + bi];
+  return st.blocks + static_cast<int64_t>(block) * st.block_floats + offset + static_cast<int64_t>(w % L.entries_per_block) * dim;
+}
+
+// Merges the key shares of an attention launch (partial: per (row, head, share) the unnormalised
+// sum over the share's keys, its max and its denominator) with the sinks; one block per (row, head).
+cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
+                              cudaStream_t s);
+
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 2147483647 ? 2147483647 : b));

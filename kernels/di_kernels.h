@@ -113,11 +113,22 @@ cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, c
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
                       int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits = 1,
                       float* partial = nullptr);
+// The same attention on the tensor cores for head_dim 512 (bf16 operands, fp32 accumulation and
+// softmax; kernels/attention_mqa.cu): each key is read once per group of 64 heads. Supported when
+// the state layout keeps every key row 16-byte aligned. partial: rows * heads * n_splits * 514 floats.
+bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
+cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
+                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
                            int64_t max_visible, BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld,
                            cudaStream_t s);
+// The same scores on the tensor cores (bf16 operands, fp32 accumulation; kernels/indexer_mqa.cu)
+// for up to 64 heads of index_dim 16..128 (a multiple of 16). q 16-byte aligned.
+bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L);
+cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
+                               BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s);
 // Top k of each row's visible scores, sorted by score (ties: lower index first), -1 padded. k <= 4096.
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s);
@@ -131,7 +142,10 @@ cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bia
                   float* weights, cudaStream_t s);
 
 // Token permutation for the grouped expert GEMMs. `entries` = rows * top_k.
+// Rows per tile: kMoeTileRows, or kMoeBigTileRows where experts get many rows (prefill) and weight
+// reuse across rows pays (moe_gate_up / moe_down with the v2 kernel only).
 inline constexpr int kMoeTileRows = 32;
+inline constexpr int kMoeBigTileRows = 128;
 struct MoePlan {
   int32_t* counts;      // [n_exp]   (zeroed by moe_plan)
   int32_t* local;       // [entries] rank of each entry within its expert
@@ -139,7 +153,8 @@ struct MoePlan {
   int32_t* pos;         // [entries] row of each entry in the permuted order (-1: invalid expert)
   int4* tiles;          // [max_tiles] (expert, row begin, row end, 0)
   int32_t* n_tiles;     // [1]
-  int32_t max_tiles;    // ceil(entries / kMoeTileRows) + min(n_exp, entries)
+  int32_t max_tiles;    // ceil(entries / tile_rows) + min(n_exp, entries)
+  int32_t tile_rows = kMoeTileRows;
 };
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
 // Which expert GEMM kernel moe_gate_up / moe_down launch: 2 (pipelined, the default) or 1 (the
@@ -152,10 +167,10 @@ cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, co
                        cudaStream_t s);
 // h = clamped SwiGLU(xperm @ w1[e]^T, xperm @ w3[e]^T) (bf16 [entries, inter]), per tile's expert.
 cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
-                        const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s);
+                        const int4* tiles, const int32_t* n_tiles, int max_tiles, int tile_rows, bf16_t* h, cudaStream_t s);
 // y = h @ w2[e]^T (fp32 [entries, d])
 cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles,
-                     const int32_t* n_tiles, int max_tiles, float* y, cudaStream_t s);
+                     const int32_t* n_tiles, int max_tiles, int tile_rows, float* y, cudaStream_t s);
 // fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s);
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,

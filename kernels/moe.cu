@@ -96,23 +96,23 @@ __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t en
   }
 }
 
-// One block: offsets = exclusive scan of counts; tiles of kMoeTileRows rows per expert.
-__global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, int32_t* __restrict__ offsets,
+// One block: offsets = exclusive scan of counts; tiles of tile_rows rows per expert.
+__global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, int tile_rows, int32_t* __restrict__ offsets,
                                 int4* __restrict__ tiles, int32_t* __restrict__ n_tiles) {
   __shared__ int red[33];
   int row_carry = 0, tile_carry = 0;
   for (int base = 0; base < n_exp; base += blockDim.x) {
     const int e = base + threadIdx.x;
     const int c = e < n_exp ? counts[e] : 0;
-    const int nt = (c + kMoeTileRows - 1) / kMoeTileRows;
+    const int nt = (c + tile_rows - 1) / tile_rows;
     int rows_total, tiles_total;
     const int row0 = row_carry + block_exclusive_scan(c, red, &rows_total);
     const int tile0 = tile_carry + block_exclusive_scan(nt, red, &tiles_total);
     if (e < n_exp) {
       offsets[e] = row0;
       for (int k = 0; k < nt; ++k) {
-        const int b = row0 + k * kMoeTileRows;
-        tiles[tile0 + k] = make_int4(e, b, min(b + kMoeTileRows, row0 + c), 0);
+        const int b = row0 + k * tile_rows;
+        tiles[tile0 + k] = make_int4(e, b, min(b + tile_rows, row0 + c), 0);
       }
     }
     row_carry += rows_total;
@@ -247,25 +247,35 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <bool kGateUp>
+// Tile shapes: kRows (32 for decode-sized groups, kMoeBigTileRows for prefill) x kBN columns; warps
+// arranged kWarpsM x 2, each owning 16 * kFragM rows x 32 columns (two 16-wide fragments).
+template <int kRows>
+struct V2Shape {
+  static constexpr int kWarpsM = kRows == 32 ? 2 : 4;
+  static constexpr int kThreads = kWarpsM * 2 * 32;
+  static constexpr int kFragM = kRows / kWarpsM / 16;
+};
+
+template <bool kGateUp, int kRows>
 constexpr int v2_stage_elems() {
-  return kBM * kV2Lds + (kGateUp ? 2 : 1) * kBN * kV2Lds;
+  return kRows * kV2Lds + (kGateUp ? 2 : 1) * kBN * kV2Lds;
 }
-template <bool kGateUp>
+template <bool kGateUp, int kRows>
 constexpr size_t v2_smem_bytes() {
-  return sizeof(__nv_bfloat16) * static_cast<size_t>(kStages) * v2_stage_elems<kGateUp>();
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(kStages) * v2_stage_elems<kGateUp, kRows>();
 }
 
-// grid (tiles, N / kBN), 128 threads; K % 8 == 0 and 16-byte aligned operands.
-template <bool kGateUp>
-__global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0,
-                                                          const __nv_bfloat16* __restrict__ W1, int64_t K, int64_t N, float limit,
-                                                          const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
-                                                          __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
+// grid (tiles, N / kBN); K % 8 == 0 and 16-byte aligned operands.
+template <bool kGateUp, int kRows>
+__global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
+    const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1, int64_t K,
+    int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, __nv_bfloat16* __restrict__ H,
+    float* __restrict__ Y) {
   using namespace nvcuda;
-  constexpr int NW = kGateUp ? 2 : 1;
-  constexpr int kAElems = kBM * kV2Lds, kBElems = kBN * kV2Lds, kStage = v2_stage_elems<kGateUp>();
-  static_assert(sizeof(float) * NW * kBM * kCld <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
+  using Sh = V2Shape<kRows>;
+  constexpr int NW = kGateUp ? 2 : 1, T = Sh::kThreads, FM = Sh::kFragM;
+  constexpr int kAElems = kRows * kV2Lds, kBElems = kBN * kV2Lds, kStage = v2_stage_elems<kGateUp, kRows>();
+  static_assert(sizeof(float) * NW * kRows * kCld <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* sm = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
@@ -283,26 +293,28 @@ __global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* _
     __nv_bfloat16* Bs = As + kAElems;
     const int64_t k0 = static_cast<int64_t>(kt) * kV2BK;
 #pragma unroll
-    for (int j = 0; j < (kBM * kV2BK / 8) / 128; ++j) {  // A: 32 x 64 in 16-byte pieces
-      const int idx = tid + 128 * j, row = idx >> 3, col = (idx & 7) * 8;
+    for (int j = 0; j < (kRows * kV2BK / 8) / T; ++j) {  // A: kRows x 64 in 16-byte pieces
+      const int idx = tid + T * j, row = idx >> 3, col = (idx & 7) * 8;
       const bool valid = r0 + row < r1 && k0 + col < K;
       cp_async16(As + row * kV2Lds + col, valid ? A + static_cast<int64_t>(r0 + row) * K + k0 + col : A, valid);
     }
 #pragma unroll
     for (int w = 0; w < NW; ++w)
 #pragma unroll
-      for (int j = 0; j < (kBN * kV2BK / 8) / 128; ++j) {  // W: 64 x 64
-        const int idx = tid + 128 * j, row = idx >> 3, col = (idx & 7) * 8;
+      for (int j = 0; j < (kBN * kV2BK / 8) / T; ++j) {  // W: 64 x 64
+        const int idx = tid + T * j, row = idx >> 3, col = (idx & 7) * 8;
         const bool valid = n0 + row < N && k0 + col < K;
         cp_async16(Bs + w * kBElems + row * kV2Lds + col, valid ? Wb[w] + (n0 + row) * K + k0 + col : Wb[w], valid);
       }
   };
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NW][2];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][NW][2];
 #pragma unroll
-  for (int w = 0; w < NW; ++w)
+  for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
-    for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[w][f], 0.0f);
+    for (int w = 0; w < NW; ++w)
+#pragma unroll
+      for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[fm][w][f], 0.0f);
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
@@ -319,15 +331,17 @@ __global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* _
     const __nv_bfloat16* Bs = As + kAElems;
 #pragma unroll
     for (int kk = 0; kk < kV2BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
-      wmma::load_matrix_sync(af, As + wm * 16 * kV2Lds + kk, kV2Lds);
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af[FM];
+#pragma unroll
+      for (int fm = 0; fm < FM; ++fm) wmma::load_matrix_sync(af[fm], As + (wm * FM + fm) * 16 * kV2Lds + kk, kV2Lds);
 #pragma unroll
       for (int w = 0; w < NW; ++w)
 #pragma unroll
         for (int f = 0; f < 2; ++f) {
           wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bfr;
           wmma::load_matrix_sync(bfr, Bs + w * kBElems + (wn * 32 + f * 16) * kV2Lds + kk, kV2Lds);
-          wmma::mma_sync(acc[w][f], af, bfr, acc[w][f]);
+#pragma unroll
+          for (int fm = 0; fm < FM; ++fm) wmma::mma_sync(acc[fm][w][f], af[fm], bfr, acc[fm][w][f]);
         }
     }
   }
@@ -335,18 +349,21 @@ __global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* _
   __syncthreads();  // the pipeline buffers become the epilogue's
   float* Cs = reinterpret_cast<float*>(smem_raw);
 #pragma unroll
-  for (int w = 0; w < NW; ++w)
+  for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
-    for (int f = 0; f < 2; ++f)
-      wmma::store_matrix_sync(Cs + w * kBM * kCld + wm * 16 * kCld + wn * 32 + f * 16, acc[w][f], kCld, wmma::mem_row_major);
+    for (int w = 0; w < NW; ++w)
+#pragma unroll
+      for (int f = 0; f < 2; ++f)
+        wmma::store_matrix_sync(Cs + w * kRows * kCld + (wm * FM + fm) * 16 * kCld + wn * 32 + f * 16, acc[fm][w][f], kCld,
+                                wmma::mem_row_major);
   __syncthreads();
-  for (int idx = tid; idx < kBM * kBN; idx += 128) {
+  for (int idx = tid; idx < kRows * kBN; idx += T) {
     const int r = idx / kBN, c = idx % kBN;
     const int64_t row = r0 + r, col = n0 + c;
     if (row >= r1 || col >= N) continue;
     if constexpr (kGateUp) {
       const float a = fminf(Cs[r * kCld + c], limit);
-      const float u = fminf(fmaxf(Cs[kBM * kCld + r * kCld + c], -limit), limit);
+      const float u = fminf(fmaxf(Cs[kRows * kCld + r * kCld + c], -limit), limit);
       H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
     } else {
       Y[row * N + col] = Cs[r * kCld + c];
@@ -354,17 +371,18 @@ __global__ void __launch_bounds__(128) moe_gemm_v2_kernel(const __nv_bfloat16* _
   }
 }
 
-template <bool kGateUp>
+template <bool kGateUp, int kRows>
 cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
                           int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
   static bool attr_set = false;  // raising the dynamic shared-memory limit once per kernel
+  constexpr size_t smem = v2_smem_bytes<kGateUp, kRows>();
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(v2_smem_bytes<kGateUp>()));
+    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp, kRows>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
-  moe_gemm_v2_kernel<kGateUp><<<grid, 128, v2_smem_bytes<kGateUp>(), s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
+  moe_gemm_v2_kernel<kGateUp, kRows><<<grid, V2Shape<kRows>::kThreads, smem, s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
   return cudaGetLastError();
 }
 
@@ -452,11 +470,12 @@ cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bia
 
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s) {
   if (entries <= 0) return cudaSuccess;
+  if (p.tile_rows != kMoeTileRows && p.tile_rows != kMoeBigTileRows) return cudaErrorInvalidValue;
   cudaError_t e = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * n_exp, s);
   if (e != cudaSuccess) return e;
   unsigned g = blocks_for(entries, 256);
   moe_count_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, n_exp, p.counts, p.local);
-  moe_plan_kernel<<<1, 1024, 0, s>>>(p.counts, n_exp, p.offsets, p.tiles, p.n_tiles);
+  moe_plan_kernel<<<1, 1024, 0, s>>>(p.counts, n_exp, p.tile_rows, p.offsets, p.tiles, p.n_tiles);
   moe_pos_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, p.offsets, p.local, p.pos);
   return cudaGetLastError();
 }
@@ -469,32 +488,42 @@ cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, co
 }
 
 cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
-                        const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s) {
+                        const int4* tiles, const int32_t* n_tiles, int max_tiles, int tile_rows, bf16_t* h, cudaStream_t s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (inter + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
-  if (moe_kernel_version() >= 2 && v2_usable(xperm, w1, w3, d))
-    return launch_moe_v2<true>(grid, s, reinterpret_cast<const __nv_bfloat16*>(xperm), reinterpret_cast<const __nv_bfloat16*>(w1),
-                               reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, tiles, n_tiles,
-                               reinterpret_cast<__nv_bfloat16*>(h), nullptr);
-  moe_gemm_kernel<true><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(xperm), reinterpret_cast<const __nv_bfloat16*>(w1),
-                                             reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, tiles, n_tiles,
-                                             reinterpret_cast<__nv_bfloat16*>(h), nullptr);
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(xperm);
+  const auto* a = reinterpret_cast<const __nv_bfloat16*>(w1);
+  const auto* b = reinterpret_cast<const __nv_bfloat16*>(w3);
+  auto* hb = reinterpret_cast<__nv_bfloat16*>(h);
+  const bool v2 = v2_usable(xperm, w1, w3, d);
+  if (tile_rows == kMoeBigTileRows) {
+    if (!v2) return cudaErrorInvalidValue;
+    return launch_moe_v2<true, kMoeBigTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  }
+  if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
+  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  moe_gemm_kernel<true><<<grid, 128, 0, s>>>(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   return cudaGetLastError();
 }
 
 cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                     int max_tiles, float* y, cudaStream_t s) {
+                     int max_tiles, int tile_rows, float* y, cudaStream_t s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (d + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb));
-  if (moe_kernel_version() >= 2 && v2_usable(h, w2, nullptr, inter))
-    return launch_moe_v2<false>(grid, s, reinterpret_cast<const __nv_bfloat16*>(h), reinterpret_cast<const __nv_bfloat16*>(w2), nullptr,
-                                inter, d, 0.0f, tiles, n_tiles, nullptr, y);
-  moe_gemm_kernel<false><<<grid, 128, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(h), reinterpret_cast<const __nv_bfloat16*>(w2),
-                                              nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  const auto* hb = reinterpret_cast<const __nv_bfloat16*>(h);
+  const auto* w = reinterpret_cast<const __nv_bfloat16*>(w2);
+  const bool v2 = v2_usable(h, w2, nullptr, inter);
+  if (tile_rows == kMoeBigTileRows) {
+    if (!v2) return cudaErrorInvalidValue;
+    return launch_moe_v2<false, kMoeBigTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  }
+  if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
+  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  moe_gemm_kernel<false><<<grid, 128, 0, s>>>(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }
 

@@ -7,14 +7,6 @@
 namespace deepinfer::kernels {
 namespace {
 
-__device__ __forceinline__ const float* entry_ptr(const BatchDev& b, const StateDev& st, const LayerDev& L,
-                                                  const SeqInfo& sq, int32_t w, int64_t offset, int dim) {
-  const int32_t bi = (w * L.rate) / st.block_tokens;
-  if (bi < 0 || bi >= sq.n_blocks) return nullptr;
-  const int32_t block = b.block_tables[sq.table_offset + bi];
-  return st.blocks + static_cast<int64_t>(block) * st.block_floats + offset + static_cast<int64_t>(w % L.entries_per_block) * dim;
-}
-
 // One block per closing window.
 __global__ void compress_pool_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
                                      const float* __restrict__ norm, float norm_eps, RopeDev rope, bool indexer,
@@ -444,7 +436,14 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
     attention_kernel<4><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
   else
     attention_kernel<16><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
-  if (n_splits > 1) attention_combine_kernel<<<static_cast<unsigned>(rh), 128, 0, s>>>(partial, sinks, heads, hd, n_splits, out);
+  if (n_splits > 1) return attention_combine(partial, sinks, rh, heads, hd, n_splits, out, s);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
+                              cudaStream_t s) {
+  if (row_heads <= 0) return cudaSuccess;
+  attention_combine_kernel<<<static_cast<unsigned>(row_heads), 128, 0, s>>>(partial, sinks, heads, hd, n_splits, out);
   return cudaGetLastError();
 }
 

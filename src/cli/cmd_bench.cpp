@@ -95,10 +95,9 @@ struct Knob {
   const char* what;  // for the table
 };
 constexpr Knob kKnobs[] = {
-    {"moe_kernel", 1, 2, "moe_experts", "pipelined expert GEMM (v2) vs v1"},
-    {"mix_kernel", 0, 1, "hc_pre", "split-K mix kernel vs cuBLAS sgemm"},
-    {"attention_split", 0, 1, "attention", "keys split over blocks at small batch"},
-    {"zero_scratch", 1, 0, "scratch zero-fill", "no zero fill of fully written scratch"},
+    {"mqa_attention", 0, 1, "attention", "tensor-core attention (keys read once per 64 heads) vs fp32 kernel"},
+    {"mqa_indexer", 0, 1, "indexer_topk", "tensor-core indexer scores vs fp32 kernel"},
+    {"big_moe_tiles", 0, 1, "moe_experts", "128-row expert tiles vs 32-row"},
 };
 
 double op_ms(const std::vector<OpTime>& prof, const char* op) {
@@ -379,15 +378,20 @@ class Bench {
     if (a_.breakdown && !over_budget()) {
       // The last chunk of one prompt (the most context), after a synthetic context.
       const int n = std::min(context, a_.prefill_chunk);
-      DI_TRY(id, runner->open_sequence());
-      DI_TRYV(runner->set_synthetic_length(id, context - n));
-      DI_TRYV(be_.randomize_state(a_.seed + 99));
       std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
-      be_.set_op_profiling(true);
-      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits));
-      DI_TRY(prof, be_.take_op_profile());
-      be_.set_op_profiling(false);
-      runner->close_sequence(id);
+      auto profile_chunk = [&]() -> Result<std::vector<OpTime>> {
+        DI_TRY(id, runner->open_sequence());
+        DI_TRYV(runner->set_synthetic_length(id, context - n));
+        DI_TRYV(be_.randomize_state(a_.seed + 99));
+        be_.set_op_profiling(true);
+        auto stepped = runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits);
+        auto prof = be_.take_op_profile();
+        be_.set_op_profiling(false);
+        runner->close_sequence(id);
+        DI_TRYV(stepped);
+        return prof;
+      };
+      DI_TRY(prof, profile_chunk());
       if (!prof.empty()) {
         const double total = sum_ms(prof);
         double flops = cost_.head_flops();
@@ -402,6 +406,21 @@ class Bench {
           rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
                     100.0 * prof[i].ms / total);
         rep_.blank();
+        if (a_.compare) {
+          rep_.line("Against the versions before (one at a time, same forward):");
+          rep_.blank();
+          rep_.line("| change | op | before ms | now ms | forward sum before | forward sum now |");
+          rep_.line("|---|---|---:|---:|---:|---:|");
+          for (const Knob& k : kKnobs) {
+            if (over_budget() || !be_.set_option(k.option, k.before)) continue;
+            auto before = profile_chunk();
+            be_.set_option(k.option, k.now);
+            DI_TRYV(before);
+            rep_.line("| %s | %s | %.3f | %.3f | %.3f | %.3f |", k.what, k.op, op_ms(before.value(), k.op), op_ms(prof, k.op),
+                      sum_ms(before.value()), total);
+          }
+          rep_.blank();
+        }
       }
     }
     model_.set_logits_to_host(true);
@@ -534,7 +553,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--eager-steps", a->eager_steps, "Decode steps timed without CUDA graphs, for comparison")->capture_default_str();
   cmd->add_flag("--breakdown", a->breakdown, "Per-op device time of one decode step");
   cmd->add_option("--breakdown-batches", a->breakdown_batches, "Batch sizes that get a breakdown")->delimiter(',')->capture_default_str();
-  cmd->add_flag("--compare", a->compare, "In the breakdown, also time each op's earlier version (expert GEMM, mixes, attention, zero fills)");
+  cmd->add_flag("--compare", a->compare, "In the breakdown, also time each op's earlier version (attention, indexer, expert tiles)");
   cmd->add_flag("--no-graphs", a->no_graphs, "Never replay decode steps as CUDA graphs");
   cmd->add_flag("--no-decode", a->no_decode, "Skip decode");
   cmd->add_flag("--no-prefill", a->no_prefill, "Skip prefill");

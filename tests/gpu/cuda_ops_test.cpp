@@ -5,6 +5,7 @@
 
 #include "util/dtype.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace deepinfer {
@@ -417,8 +418,8 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
   std::vector<int32_t> length(3, 0);
   std::vector<std::vector<int32_t>> blocks(3);
   int32_t next_block = 0;
-  double worst[3] = {0, 0, 0};
-  int topk_rows = 0, topk_mismatch = 0, tie_rows = 0;
+  double worst[3] = {0, 0, 0}, worst_tc[3] = {0, 0, 0};
+  int topk_rows = 0, topk_mismatch = 0, tie_rows = 0, tc_entries = 0, tc_same = 0;
   for (size_t step = 0; step < plan[0].size(); ++step) {
     if (step == 6) {  // C starts over
       t.cpu->reset_slot(2);
@@ -464,8 +465,25 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         auto iw = t.tensor(iwv, T, c.index_heads);
         sel = t.int_zeros(T, c.topk);
         t.cpu->indexer_topk(l, iq.c, iw.c, c.index_heads, sel.c);
+        auto sc = t.read_ints_cpu(sel.c);
+        // Tensor-core scores (bf16 operands) may reorder near-equal scores: compare selected sets.
+        ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 1));
         t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
-        auto sc = t.read_ints_cpu(sel.c), sg = t.read_ints_gpu(sel.g);
+        const auto stc = t.read_ints_gpu(sel.g);
+        for (int32_t r = 0; r < T; ++r) {
+          std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk), g(stc.begin() + r * c.topk, stc.begin() + (r + 1) * c.topk);
+          std::sort(a.begin(), a.end());
+          std::sort(g.begin(), g.end());
+          for (int i = 0; i < c.topk; ++i) {
+            ++tc_entries;
+            tc_same += std::binary_search(a.begin(), a.end(), g[i]);
+          }
+          if (r % 5 == 0) EXPECT_TRUE(std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, stc.begin() + r * c.topk)) << tag << " tied row " << r << " (tensor cores)";
+        }
+        ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 0));  // the fp32 kernel: the same order as the CPU
+        t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
+        ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 1));
+        auto sg = t.read_ints_gpu(sel.g);
         for (int32_t r = 0; r < T; ++r) {
           bool same = std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, sg.begin() + r * c.topk);
           ++topk_rows;
@@ -490,26 +508,44 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
       }
       auto out = t.zeros(T, c.heads * hd);
       t.cpu->attention(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, out.c);
+      const auto ref = t.read_cpu(out.c);
+      // The fp32 kernel, then (head_dim 512) the tensor-core one with its bf16 operands.
+      ASSERT_TRUE(t.gpu->set_option("mqa_attention", 0));
       t.gpu->attention(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, out.g);
-      const auto d = testing::deviation_of(t.read_gpu(out.g), t.read_cpu(out.c));
+      const auto d = testing::deviation_of(t.read_gpu(out.g), ref);
       worst[l] = std::max(worst[l], d.relative);
       EXPECT_TRUE(d.finite) << tag;
       EXPECT_LE(d.relative, 1e-4) << tag << " max abs " << d.max_abs;
+      ASSERT_TRUE(t.gpu->set_option("mqa_attention", 1));
+      if (hd == 512) {
+        auto out_tc = t.zeros(T, c.heads * hd);
+        t.gpu->attention(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, out_tc.g);
+        const auto dt = testing::deviation_of(t.read_gpu(out_tc.g), ref);
+        worst_tc[l] = std::max(worst_tc[l], dt.relative);
+        EXPECT_TRUE(dt.finite) << tag << " (tensor cores)";
+        EXPECT_LE(dt.relative, kBf16Tol) << tag << " (tensor cores) max abs " << dt.max_abs;
+      }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);
     }
   }
   std::printf("[ op ] state ops hd=%d heads=%d window=%d rates=%d/%d topk=%d: attention rel (worst step) sliding %.3g, CSA %.3g, HCA %.3g\n",
               hd, c.heads, c.window, c.csa_rate, c.hca_rate, c.topk, worst[0], worst[1], worst[2]);
+  if (hd == 512)
+    std::printf("[ op ] tensor-core attention hd=512 heads=%d: rel (worst step) sliding %.3g, CSA %.3g, HCA %.3g\n", c.heads,
+                worst_tc[0], worst_tc[1], worst_tc[2]);
   std::printf("[ op ] indexer top-k: %d of %d rows differ from the CPU (%d rows of exact ties checked)\n", topk_mismatch, topk_rows, tie_rows);
   EXPECT_LE(topk_mismatch, topk_rows / 100) << "indexer selections differ";
+  std::printf("[ op ] indexer top-k on tensor cores: %d of %d selected entries also selected by the CPU\n", tc_same, tc_entries);
+  EXPECT_GE(tc_same, tc_entries * 95 / 100) << "tensor-core indexer selections differ";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaStateOps,
                          ::testing::Values(StateCase{32, 4, 16, 8, 4, 16, 16, 8, 6},      // small heads, top-k < visible
                                            StateCase{512, 2, 64, 16, 4, 8, 128, 4, 64},  // head_dim 512, top-k > visible
+                                           StateCase{512, 80, 64, 48, 4, 8, 128, 4, 20},  // 512 x 80 heads: a full and a partial group of 64
                                            StateCase{64, 3, 16, 5, 2, 8, 32, 64, 3}),    // odd window, 64 indexer heads
-                         [](const auto& info) { return "hd" + std::to_string(info.param.head_dim); });
+                         [](const auto& info) { return "hd" + std::to_string(info.param.head_dim) + "_h" + std::to_string(info.param.heads); });
 
 }  // namespace
 }  // namespace deepinfer

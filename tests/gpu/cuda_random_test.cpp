@@ -65,13 +65,12 @@ double top1_agreement(const std::vector<float>& a, const std::vector<float>& b, 
   return n ? static_cast<double>(same) / n : 0.0;
 }
 
-TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
-  DI_REQUIRE_GPU(gpu);
+// fp32 mode against the CPU to rounding, bf16 mode to bf16 rounding, graph replays equal to eager.
+void expect_matches_cpu(const ModelConfig& c, Backend* gpu) {
   auto gpu32_r = make_cuda_backend(0, true);
   ASSERT_TRUE(gpu32_r) << gpu32_r.error().message;
   auto gpu32 = std::move(gpu32_r).value();
   auto cpu = make_cpu_backend();
-  const ModelConfig c = demo_config();
   auto m_cpu = DeepseekV4::random(c, *cpu, 11);
   auto m_gpu32 = DeepseekV4::random(c, *gpu32, 11);
   auto m_gpu = DeepseekV4::random(c, *gpu, 11);
@@ -99,6 +98,21 @@ TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
   testing::print_deviation("random model: cuda bf16 graphs vs eager", dg);
   EXPECT_TRUE(dg.finite);
   EXPECT_LE(dg.relative, 1e-5);
+}
+
+TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
+  DI_REQUIRE_GPU(gpu);
+  expect_matches_cpu(demo_config(), gpu.get());
+}
+
+// V4's attention shape (64 heads of 512 on one K=V head): bf16 mode runs the tensor-core attention
+// kernel in every layer (sliding, CSA, HCA), for prefill and for decode with keys split over blocks.
+TEST(CudaRandomModel, TensorCoreAttentionShapeMatchesCpu) {
+  DI_REQUIRE_GPU(gpu);
+  ModelConfig c = demo_config();
+  c.head_dim = 512;
+  c.num_heads = 64;
+  expect_matches_cpu(c, gpu.get());
 }
 
 TEST(CudaRandomModel, ProfilesTheOpsOfAStep) {

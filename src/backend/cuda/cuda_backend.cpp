@@ -37,6 +37,7 @@ constexpr int64_t kIndexerScoreFloats = int64_t(64) << 20;
 constexpr int64_t kMoeChunkRows = 4096;
 // Attention splits a small batch's keys until about this many blocks run.
 constexpr int64_t kAttnBlocks = 1024;
+constexpr int64_t kSmCount = 132;  // H100 SXM / H200; only sizes key splits
 
 struct CudaWeight final : DeviceWeight {
   float* f32 = nullptr;
@@ -573,8 +574,8 @@ class CudaBackend final : public Backend {
   }
 
   // Experiment knobs, each selecting the earlier version of something for comparison:
-  // moe_kernel 1|2, mix_kernel 0 (cuBLAS) | 1, attention_split 0|1, zero_scratch 1 (every scratch
-  // tensor zero-filled) | 0.
+  // moe_kernel 1|2, mix_kernel 0 (cuBLAS) | 1, attention_split 0|1, mqa_attention and mqa_indexer 0
+  // (the fp32 kernels) | 1, big_moe_tiles 0|1, zero_scratch 1 (every scratch tensor zero-filled) | 0.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -584,6 +585,18 @@ class CudaBackend final : public Backend {
     }
     if (name == "mix_kernel") {
       mix_kernel_ = value != 0;
+      return true;
+    }
+    if (name == "big_moe_tiles") {
+      big_moe_tiles_ = value != 0;
+      return true;
+    }
+    if (name == "mqa_indexer") {
+      mqa_indexer_ = value != 0;
+      return true;
+    }
+    if (name == "mqa_attention") {
+      mqa_attention_ = value != 0;
       return true;
     }
     if (name == "attention_split") {
@@ -857,15 +870,19 @@ class CudaBackend final : public Backend {
                 "indexer_topk: layer {} with q [{}, {}], {} heads, top {}", layer, q.rows, q.cols, heads, out.cols))
       return;
     const int64_t max_visible = std::max<int64_t>(1, pos_bound_ / L.rate);
+    const bool tensor_cores = !fp32_ && mqa_indexer_ && kn::indexer_scores_mqa_supported(heads, state_, layers_[layer]) &&
+                              reinterpret_cast<uintptr_t>(q.data) % 16 == 0;
     const int64_t chunk = std::max<int64_t>(1, kIndexerScoreFloats / max_visible);
     float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
     if (!scores) return;
     for (int64_t r0 = 0; r0 < q.rows; r0 += chunk) {
       const int64_t nr = std::min(chunk, q.rows - r0);
-      if (!check(kn::indexer_scores(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores, max_visible,
-                                    stream_),
-                 "indexer scores"))
-        return;
+      const cudaError_t e =
+          tensor_cores ? kn::indexer_scores_mqa(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
+                                                max_visible, stream_)
+                       : kn::indexer_scores(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
+                                            max_visible, stream_);
+      if (!check(e, "indexer scores")) return;
       if (!check(kn::topk_rows(scores, max_visible, r0, nr, L.rate, bdev_, static_cast<int>(out.cols), out.data, stream_), "indexer top-k"))
         return;
     }
@@ -885,6 +902,22 @@ class CudaBackend final : public Backend {
     if (!sk) return;
     const bool sel = selected && L.rate > 0;
     const int heads = static_cast<int>(q.cols / hd);
+    if (!fp32_ && mqa_attention_ && kn::attention_mqa_supported(state_, layers_[layer])) {
+      // One block per (row, 64 heads) is heavy (a multiprocessor's worth of shared memory): small
+      // batches share each row's keys among up to 32 blocks, ~2 blocks per SM. From the batch shape
+      // alone, so that a graph replay sums in the same order as the eager step.
+      const int64_t blocks = q.rows * ((heads + 63) / 64);
+      const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 32));
+      float* part = nullptr;
+      if (splits > 1) {
+        part = static_cast<float*>(temp(static_cast<size_t>(q.rows * heads * splits * (hd + 2)) * 4));
+        if (!part) return;
+      }
+      check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
+                              layers_[layer], out.data, stream_, splits, part),
+            "attention (tensor cores)");
+      return;
+    }
     // Small batches: share each (row, head)'s keys among up to 16 blocks so that ~1024 blocks run.
     const int64_t rh = q.rows * heads;
     const int splits = attention_split_ && rh < kAttnBlocks ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
@@ -945,8 +978,13 @@ class CudaBackend final : public Backend {
     if (x.rows == 0) return;
     const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
     const int64_t entries_max = chunk * k;
-    const int max_tiles = static_cast<int>((entries_max + kn::kMoeTileRows - 1) / kn::kMoeTileRows + std::min<int64_t>(n_exp, entries_max));
+    // Experts averaging 32+ rows (prefill): 128-row tiles read each expert's weights 4x less often.
+    const int tile_rows = !f32 && big_moe_tiles_ && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp ? kn::kMoeBigTileRows
+                                                                                                     : kn::kMoeTileRows;
+    auto tiles_for = [&](int64_t entries) { return static_cast<int>((entries + tile_rows - 1) / tile_rows + std::min<int64_t>(n_exp, entries)); };
+    const int max_tiles = tiles_for(entries_max);
     kn::MoePlan plan;
+    plan.tile_rows = tile_rows;
     plan.counts = static_cast<int32_t*>(temp(static_cast<size_t>(n_exp) * 4));
     plan.local = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4));
     plan.offsets = static_cast<int32_t*>(temp(static_cast<size_t>(n_exp + 1) * 4));
@@ -963,21 +1001,23 @@ class CudaBackend final : public Backend {
       const int64_t nr = std::min(chunk, x.rows - r0), entries = nr * k;
       const int32_t* ex = experts.data + r0 * k;
       if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
-      const int tiles = static_cast<int>((entries + kn::kMoeTileRows - 1) / kn::kMoeTileRows + std::min<int64_t>(n_exp, entries));
+      const int tiles = tiles_for(entries);
       if (f32) {
         auto* xp = static_cast<float*>(xperm);
         auto* hp = static_cast<float*>(h);
         if (!check(kn::moe_gather_f32(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
-        if (!check(kn::moe_gate_up_f32(xp, w1.f32, w3.f32, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_), "moe gate/up"))
+        if (!check(kn::moe_gate_up_f32(xp, w1.f32, w3.f32, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_),
+                   "moe gate/up"))
           return;
         if (!check(kn::moe_down_f32(hp, w2.f32, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_), "moe down")) return;
       } else {
         auto* xp = static_cast<kn::bf16_t*>(xperm);
         auto* hp = static_cast<kn::bf16_t*>(h);
         if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
-        if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_), "moe gate/up"))
+        if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
+                   "moe gate/up"))
           return;
-        if (!check(kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_), "moe down")) return;
+        if (!check(kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_), "moe down")) return;
       }
       if (!check(kn::moe_combine(y, plan.pos, weights.data + r0 * k, nr, k, d, out.data + r0 * d, stream_), "moe combine")) return;
     }
@@ -1343,6 +1383,9 @@ class CudaBackend final : public Backend {
   static constexpr int32_t kGraphBlockBucket = 16;  // graphs are re-captured every 16 blocks of context
   bool mix_kernel_ = true;        // hyper-connection mixes by kernels::mix_gemm, not cuBLAS
   bool attention_split_ = true;   // split small batches' attention over the keys
+  bool mqa_attention_ = true;     // bf16 mode, head_dim 512: tensor-core attention (kernels/attention_mqa.cu)
+  bool mqa_indexer_ = true;       // bf16 mode: tensor-core indexer scores (kernels/indexer_mqa.cu)
+  bool big_moe_tiles_ = true;     // bf16 mode: 128-row expert tiles when experts average 32+ rows
   bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0

@@ -1,0 +1,240 @@
+// Attention for layers whose query heads share one K=V head of 512 (DeepSeek-V4's shape) on the
+// tensor cores: bf16 operands, fp32 accumulation and softmax (the backend's bf16 mode).
+//
+// One block per (row, group of 64 heads, share of the keys). The block converts its 64 query heads
+// to bf16 in shared memory once, then walks the row's keys (sliding window, then the selected or
+// all compressed entries) in tiles of 32: each key is read once for all 64 heads, which is the point
+// (the fp32 kernel in state.cu re-reads it per head). Per tile: S = Q K^T (mma.sync m16n8k16), an
+// online softmax on S, O += P V with V = the same tile. Eight warps: warp w owns heads
+// 16 (w % 4) .. +16 and, for O, dims 256 (w / 4) .. +256, so O stays in registers (128 per thread).
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kHd = 512, kHeadTile = 64, kKeyTile = 32, kThreads = 256;
+constexpr int kLd = kHd + 8;        // bf16 row stride of the Q and K tiles: ldmatrix rows hit distinct banks
+constexpr int kSld = kKeyTile + 4;  // fp32 row stride of the score tile
+constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * (kHeadTile + kKeyTile) * kLd + sizeof(float) * kHeadTile * kSld +
+                              sizeof(const float*) * kKeyTile;
+
+__global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,
+                                                                    const float* __restrict__ sinks,
+                                                                    const int32_t* __restrict__ selected, int64_t sel_cols,
+                                                                    int heads, BatchDev b, StateDev st, LayerDev L,
+                                                                    float* __restrict__ out, int n_splits,
+                                                                    float* __restrict__ part) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kHeadTile][kLd]
+  __nv_bfloat16* Ks = Qs + kHeadTile * kLd;                // [kKeyTile][kLd]
+  auto* Ss = reinterpret_cast<float*>(Ks + kKeyTile * kLd);  // [kHeadTile][kSld]
+  auto* kp = reinterpret_cast<const float**>(Ss + kHeadTile * kSld);  // [kKeyTile]: each key's row, null if masked
+
+  const int groups = (heads + kHeadTile - 1) / kHeadTile;
+  const int split = static_cast<int>(blockIdx.x % n_splits);
+  const int64_t rg = blockIdx.x / n_splits;
+  const int64_t r = rg / groups;
+  const int h0 = static_cast<int>(rg % groups) * kHeadTile;
+  const int nh = min(kHeadTile, heads - h0);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
+
+  const float* qrow = q + (r * heads + h0) * kHd;
+  for (int idx = tid; idx < kHeadTile * (kHd / 4); idx += kThreads) {
+    const int h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+    const float4 v = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
+    store_bf16x4(Qs + h * kLd + c, v);
+  }
+
+  const SeqInfo sq = b.seqs[b.row_seq[r]];
+  const int32_t p = b.positions[r];
+  const float* ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
+  const int32_t lo = max(0, p - L.window + 1);
+  const int32_t n_win = p - lo + 1;
+  int64_t n_comp = 0;
+  if (L.rate > 0) n_comp = selected ? sel_cols : (p + 1) / L.rate;
+  const int64_t total = n_win + n_comp;
+  const int64_t share = (total + n_splits - 1) / n_splits;
+  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
+
+  float o[kHd / 2 / 8][4];  // this warp's 16 heads x 256 dims: 32 n-tiles of m16n8
+#pragma unroll
+  for (int i = 0; i < kHd / 2 / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // rows g and g + 8 of the warp's heads
+
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
+    __syncthreads();  // the previous tile's readers are done with Ks, Ss and kp
+    if (tid < kKeyTile) {
+      const int64_t j = j0 + tid;
+      const float* key = nullptr;
+      if (j < j_end) {
+        if (j < n_win) {
+          const int32_t pos = lo + static_cast<int32_t>(j);
+          key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * kHd
+                                 : ring + static_cast<int64_t>(pos % L.window) * kHd;
+        } else {
+          const int64_t idx = j - n_win;
+          const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
+          if (w >= 0) key = entry_ptr(b, st, L, sq, w, L.entry_offset, kHd);
+        }
+      }
+      kp[tid] = key;
+    }
+    __syncthreads();
+    // K tile to bf16: 32 keys x 128 float4, 16 per thread, loads issued 8 at a time
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int idx = (half * 8 + u) * kThreads + tid, key = idx >> 7, c = (idx & 127) * 4;
+        const float* kr = kp[key];
+        v[u] = kr ? *reinterpret_cast<const float4*>(kr + c) : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int idx = (half * 8 + u) * kThreads + tid, key = idx >> 7, c = (idx & 127) * 4;
+        store_bf16x4(Ks + key * kLd + c, v[u]);
+      }
+    }
+    __syncthreads();
+
+    // S for heads 16 hg .. +16, keys 16 dg .. +16
+    float sacc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll 4
+    for (int k0 = 0; k0 < kHd; k0 += 16) {
+      uint32_t a[4], bk[4];
+      ldmatrix_x4(a, Qs + (hg * 16 + (lane & 15)) * kLd + k0 + (lane >> 4) * 8);
+      ldmatrix_x4(bk, Ks + (dg * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLd + k0 + ((lane >> 3) & 1) * 8);
+      mma_bf16(sacc[0], a, bk[0], bk[1]);
+      mma_bf16(sacc[1], a, bk[2], bk[3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = dg * 16 + nt * 8 + 2 * t4;
+      *reinterpret_cast<float2*>(Ss + (hg * 16 + g) * kSld + col) = make_float2(sacc[nt][0] * scale, sacc[nt][1] * scale);
+      *reinterpret_cast<float2*>(Ss + (hg * 16 + g + 8) * kSld + col) = make_float2(sacc[nt][2] * scale, sacc[nt][3] * scale);
+    }
+    __syncthreads();
+
+    // Online softmax over the tile for rows g, g + 8: this thread's keys are, per 16-key step ks,
+    // 16 ks + 2 t4 + {0, 1} and 16 ks + 8 + 2 t4 + {0, 1} (the A-fragment layout of P).
+    float sa[8], sb[8];
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int key = (i >> 2) * 16 + ((i >> 1) & 1) * 8 + 2 * t4 + (i & 1);
+      const bool valid = kp[key] != nullptr;
+      sa[i] = valid ? Ss[(hg * 16 + g) * kSld + key] : -INFINITY;
+      sb[i] = valid ? Ss[(hg * 16 + g + 8) * kSld + key] : -INFINITY;
+      mx_a = fmaxf(mx_a, sa[i]);
+      mx_b = fmaxf(mx_b, sb[i]);
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    // A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
+    const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
+    const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
+    float pa_sum = 0.0f, pb_sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sa[i] = sa[i] == -INFINITY ? 0.0f : expf(sa[i] - mn_a);
+      sb[i] = sb[i] == -INFINITY ? 0.0f : expf(sb[i] - mn_b);
+      pa_sum += sa[i];
+      pb_sum += sb[i];
+    }
+    l_a = l_a * corr_a + pa_sum;
+    l_b = l_b * corr_b + pb_sum;
+    m_a = mn_a;
+    m_b = mn_b;
+#pragma unroll
+    for (int i = 0; i < kHd / 2 / 8; ++i) {
+      o[i][0] *= corr_a;
+      o[i][1] *= corr_a;
+      o[i][2] *= corr_b;
+      o[i][3] *= corr_b;
+    }
+    // O += P V over the tile's 32 keys (2 steps of 16), dims 256 dg .. +256 (16 pairs of n-tiles)
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint32_t pf[4] = {pack_bf16(sa[4 * ks], sa[4 * ks + 1]), pack_bf16(sb[4 * ks], sb[4 * ks + 1]),
+                              pack_bf16(sa[4 * ks + 2], sa[4 * ks + 3]), pack_bf16(sb[4 * ks + 2], sb[4 * ks + 3])};
+      const __nv_bfloat16* vrow = Ks + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + dg * (kHd / 2) + (lane >> 4) * 8;
+#pragma unroll
+      for (int np = 0; np < kHd / 2 / 16; ++np) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, vrow + np * 16);
+        mma_bf16(o[2 * np], pf, bv[0], bv[1]);
+        mma_bf16(o[2 * np + 1], pf, bv[2], bv[3]);
+      }
+    }
+  }
+
+  l_a += __shfl_xor_sync(kFull, l_a, 1);
+  l_a += __shfl_xor_sync(kFull, l_a, 2);
+  l_b += __shfl_xor_sync(kFull, l_b, 1);
+  l_b += __shfl_xor_sync(kFull, l_b, 2);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int hl = hg * 16 + g + half * 8;
+    if (hl >= nh) continue;
+    const int h = h0 + hl;
+    const float m = half ? m_b : m_a, l = half ? l_b : l_a;
+    if (n_splits > 1) {  // this share's unnormalised sum with its max and denominator; the sink joins in the combine
+      float* pp = part + ((r * heads + h) * n_splits + split) * (kHd + 2);
+#pragma unroll
+      for (int nt = 0; nt < kHd / 2 / 8; ++nt)
+        *reinterpret_cast<float2*>(pp + dg * (kHd / 2) + nt * 8 + 2 * t4) = make_float2(o[nt][2 * half], o[nt][2 * half + 1]);
+      if (dg == 0 && t4 == 0) {
+        pp[kHd] = m;
+        pp[kHd + 1] = l;
+      }
+    } else {
+      const float sink = sinks[h];
+      const float mx = fmaxf(m, sink);
+      const float f = l > 0.0f ? expf(m - mx) : 0.0f;
+      const float inv = 1.0f / (l * f + expf(sink - mx));
+      float* orow = out + (r * heads + h) * kHd + dg * (kHd / 2);
+#pragma unroll
+      for (int nt = 0; nt < kHd / 2 / 8; ++nt)
+        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) =
+            make_float2(o[nt][2 * half] * f * inv, o[nt][2 * half + 1] * f * inv);
+    }
+  }
+}
+
+}  // namespace
+
+bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
+  // float4 loads of keys: every row the kernel reads must start 16-byte aligned
+  auto al = [](int64_t floats) { return floats % 4 == 0; };
+  return L.head_dim == kHd && al(st.slot_floats) && al(st.block_floats) && al(L.window_offset) && al(L.entry_offset) &&
+         reinterpret_cast<uintptr_t>(st.slots) % 16 == 0 && reinterpret_cast<uintptr_t>(st.blocks) % 16 == 0;
+}
+
+cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
+                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial) {
+  if (b.rows <= 0 || heads <= 0) return cudaSuccess;
+  if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
+  static bool attr_set = false;  // raising the dynamic shared-memory limit once
+  if (!attr_set) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(mqa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  const int groups = (heads + kHeadTile - 1) / kHeadTile;
+  const int64_t blocks = static_cast<int64_t>(b.rows) * groups * n_splits;
+  if (blocks > 2147483647) return cudaErrorInvalidValue;
+  mqa_attention_kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L,
+                                                                                   out, n_splits, partial);
+  if (n_splits > 1) return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels
