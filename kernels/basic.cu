@@ -183,9 +183,16 @@ __global__ void mix_reduce_kernel(const float* __restrict__ partial, int64_t row
 }
 
 // One block per row: the row's inverse RMS over all hc*d values.
-__device__ float row_inv_rms(const float* s, int64_t n, float eps, float* red) {
+__device__ float row_inv_rms(const float* s, int64_t n, float eps, float* red, bool vec = false) {
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += s[i] * s[i];
+  if (vec) {  // n % 4 == 0, s 16-byte aligned
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = reinterpret_cast<const float4*>(s)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += s[i] * s[i];
+  }
   ss = block_sum(ss, red);
   return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
 }
@@ -234,7 +241,8 @@ __device__ void sinkhorn(float* c, int n, int iters, float eps, Sync sync) {
 // One block per row (blockDim.x >= kMaxHc * kMaxHc).
 __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
                               const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
-                              float norm_eps, float* __restrict__ collapsed, float* __restrict__ post, float* __restrict__ comb) {
+                              float norm_eps, bool vec, float* __restrict__ collapsed, float* __restrict__ post,
+                              float* __restrict__ comb) {
   __shared__ float red[32];
   __shared__ float pre[kMaxHc];
   __shared__ float c[kMaxHc * kMaxHc];
@@ -242,7 +250,7 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   const int n = hc, nn = n * n, mix_size = (2 + n) * n;
   const float* s = streams + t * n * d;
   const float* m = mix + t * mix_size;
-  const float inv = row_inv_rms(s, n * d, norm_eps, red);
+  const float inv = row_inv_rms(s, n * d, norm_eps, red, vec);
   const int tid = threadIdx.x;
   if (tid < n) {
     pre[tid] = sigmoidf_(m[tid] * inv * scale[0] + base[tid]) + eps;
@@ -258,6 +266,20 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   }
   if (tid < nn) comb[t * nn + tid] = c[tid];
   __syncthreads();
+  if (vec) {  // d % 4 == 0: four columns per step
+    for (int64_t k = tid; k < d / 4; k += blockDim.x) {
+      float4 acc = make_float4(0, 0, 0, 0);
+      for (int i = 0; i < n; ++i) {
+        const float4 v = reinterpret_cast<const float4*>(s + i * d)[k];
+        acc.x += pre[i] * v.x;
+        acc.y += pre[i] * v.y;
+        acc.z += pre[i] * v.z;
+        acc.w += pre[i] * v.w;
+      }
+      reinterpret_cast<float4*>(collapsed + t * d)[k] = acc;
+    }
+    return;
+  }
   for (int64_t k = tid; k < d; k += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i) acc += pre[i] * s[i * d + k];
@@ -265,16 +287,34 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   }
 }
 
+// grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
+// when d % 4 == 0 (vec). The sum runs in the reference's order: post * out, then j ascending.
 __global__ void hc_post_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
-                               const float* __restrict__ comb, int64_t rows, int hc, int64_t d, float* __restrict__ ns) {
-  const int64_t n = rows * hc * d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t x = i % d, k = (i / d) % hc, t = i / (d * hc);
-    const float* s = streams + t * hc * d;
-    const float* c = comb + t * hc * hc;
-    float acc = post[t * hc + k] * out[t * d + x];
-    for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x];
-    ns[i] = acc;
+                               const float* __restrict__ comb, int hc, int64_t d, bool vec, float* __restrict__ ns) {
+  const int64_t tk = blockIdx.x, t = tk / hc;
+  const int k = static_cast<int>(tk % hc);
+  const float* s = streams + t * hc * d;
+  const float* c = comb + t * hc * hc;
+  const float p = post[tk];
+  float* o = ns + tk * d;
+  const int64_t x0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * (vec ? 4 : 1);
+  if (x0 >= d) return;
+  if (vec) {
+    const float4 v = *reinterpret_cast<const float4*>(out + t * d + x0);
+    float4 acc = make_float4(p * v.x, p * v.y, p * v.z, p * v.w);
+    for (int j = 0; j < hc; ++j) {
+      const float cj = c[j * hc + k];
+      const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
+      acc.x += cj * sj.x;
+      acc.y += cj * sj.y;
+      acc.z += cj * sj.z;
+      acc.w += cj * sj.w;
+    }
+    *reinterpret_cast<float4*>(o + x0) = acc;
+  } else {
+    float acc = p * out[t * d + x0];
+    for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x0];
+    o[x0] = acc;
   }
 }
 
@@ -392,17 +432,21 @@ cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc,
                    float* comb, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0;
   hc_pre_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(streams, mix, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters,
-                                                            eps, norm_eps, collapsed, post, comb);
+                                                            eps, norm_eps, vec, collapsed, post, comb);
   return cudaGetLastError();
 }
 
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
                     int64_t d, float* new_streams, cudaStream_t s) {
-  const int64_t n = rows * hc * d;
-  if (n <= 0) return cudaSuccess;
-  unsigned b = blocks_for(n, 256);
-  hc_post_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(streams, out, post, comb, rows, hc, d, new_streams);
+  if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
+  const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
+  if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
+  hc_post_kernel<<<dim3(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks)), 256, 0, s>>>(streams, out, post, comb, hc, d,
+                                                                                                        vec, new_streams);
   return cudaGetLastError();
 }
 

@@ -157,6 +157,9 @@ struct MoePlan {
   int32_t tile_rows = kMoeTileRows;
 };
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
+// pos[i] = experts[i] * cap + local[i] (-1 for an invalid expert): entries into per-expert slabs of
+// cap rows, for batched products with a fixed row count per expert (after moe_plan's counts).
+cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, int cap, int32_t* pos, cudaStream_t s);
 // Which expert GEMM kernel moe_gate_up / moe_down launch: 2 (pipelined, the default) or 1 (the
 // first version, kept for comparison). The environment variable DEEPINFER_MOE_KERNEL sets the
 // initial choice.

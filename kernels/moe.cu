@@ -131,6 +131,13 @@ __global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entr
     pos[i] = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
 }
 
+__global__ void moe_slab_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ local, int cap,
+                                int32_t* __restrict__ pos) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
+    pos[i] = local[i] >= 0 ? experts[i] * cap + local[i] : -1;
+}
+
 __global__ void moe_gather_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos,
                                   __nv_bfloat16* __restrict__ xperm) {
   const int64_t i = blockIdx.x;
@@ -477,6 +484,13 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
   moe_count_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, n_exp, p.counts, p.local);
   moe_plan_kernel<<<1, 1024, 0, s>>>(p.counts, n_exp, p.tile_rows, p.offsets, p.tiles, p.n_tiles);
   moe_pos_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, p.offsets, p.local, p.pos);
+  return cudaGetLastError();
+}
+
+cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, int cap, int32_t* pos, cudaStream_t s) {
+  if (entries <= 0) return cudaSuccess;
+  const unsigned g = blocks_for(entries, 256);
+  moe_slab_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, local, cap, pos);
   return cudaGetLastError();
 }
 

@@ -97,7 +97,8 @@ struct Knob {
 constexpr Knob kKnobs[] = {
     {"mqa_attention", 0, 1, "attention", "tensor-core attention (keys read once per 64 heads) vs fp32 kernel"},
     {"mqa_indexer", 0, 1, "indexer_topk", "tensor-core indexer scores vs fp32 kernel"},
-    {"big_moe_tiles", 0, 1, "moe_experts", "128-row expert tiles vs 32-row"},
+    {"big_moe_tiles", 0, 1, "moe_experts", "prefill expert path (cuBLAS; else 128-row tiles) vs 32-row tile kernel"},
+    {"blas_moe", 0, 1, "moe_experts", "cuBLAS expert products vs 128-row tile kernel (prefill)"},
 };
 
 double op_ms(const std::vector<OpTime>& prof, const char* op) {

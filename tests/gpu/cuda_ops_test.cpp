@@ -360,12 +360,18 @@ TEST_F(CudaOps, RoutedExperts) {
     std::vector<float> wv(static_cast<size_t>(c.T * c.k));
     for (auto& v : wv) v = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
     auto wts = t.tensor(wv, c.T, c.k);
-    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);  // accumulates
+    const auto init = testing::randn(static_cast<size_t>(c.T * c.d), rng);
     Experts ec{w1.c.get(), w3.c.get(), w2.c.get(), 1.5f}, eg{w1.g.get(), w3.g.get(), w2.g.get(), 1.5f};
-    t.cpu->moe_experts(x.c, ex.c, wts.c, ec, out.c);
-    t.gpu->moe_experts(x.g, ex.g, wts.g, eg, out.g);
-    t.compare(fmt::format("moe_experts T={} E={} d={} inter={} k={}{}", c.T, c.experts, c.d, c.inter, c.k, c.mxfp4 ? " mxfp4" : ""), out,
-              kBf16Tol);
+    const std::string tag = fmt::format("moe_experts T={} E={} d={} inter={} k={}{}", c.T, c.experts, c.d, c.inter, c.k, c.mxfp4 ? " mxfp4" : "");
+    // Experts averaging 32+ rows take the prefill path: cuBLAS products, or (blas_moe 0) 128-row tiles.
+    for (int blas : {1, 0}) {
+      ASSERT_TRUE(t.gpu->set_option("blas_moe", blas));
+      auto out = t.tensor(init, c.T, c.d);  // accumulates
+      t.cpu->moe_experts(x.c, ex.c, wts.c, ec, out.c);
+      t.gpu->moe_experts(x.g, ex.g, wts.g, eg, out.g);
+      t.compare(tag + (blas ? "" : " (tile kernel)"), out, kBf16Tol);
+    }
+    ASSERT_TRUE(t.gpu->set_option("blas_moe", 1));
   }
 }
 
@@ -471,14 +477,18 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
         const auto stc = t.read_ints_gpu(sel.g);
         for (int32_t r = 0; r < T; ++r) {
-          std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk), g(stc.begin() + r * c.topk, stc.begin() + (r + 1) * c.topk);
+          std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk);
+          std::vector<int32_t> g(stc.begin() + r * c.topk, stc.begin() + (r + 1) * c.topk);
           std::sort(a.begin(), a.end());
           std::sort(g.begin(), g.end());
           for (int i = 0; i < c.topk; ++i) {
             ++tc_entries;
             tc_same += std::binary_search(a.begin(), a.end(), g[i]);
           }
-          if (r % 5 == 0) EXPECT_TRUE(std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, stc.begin() + r * c.topk)) << tag << " tied row " << r << " (tensor cores)";
+          if (r % 5 == 0) {
+            EXPECT_TRUE(std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, stc.begin() + r * c.topk))
+                << tag << " tied row " << r << " (tensor cores)";
+          }
         }
         ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 0));  // the fp32 kernel: the same order as the CPU
         t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);

@@ -575,7 +575,8 @@ class CudaBackend final : public Backend {
 
   // Experiment knobs, each selecting the earlier version of something for comparison:
   // moe_kernel 1|2, mix_kernel 0 (cuBLAS) | 1, attention_split 0|1, mqa_attention and mqa_indexer 0
-  // (the fp32 kernels) | 1, big_moe_tiles 0|1, zero_scratch 1 (every scratch tensor zero-filled) | 0.
+  // (the fp32 kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every
+  // scratch tensor zero-filled) | 0.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -585,6 +586,10 @@ class CudaBackend final : public Backend {
     }
     if (name == "mix_kernel") {
       mix_kernel_ = value != 0;
+      return true;
+    }
+    if (name == "blas_moe") {
+      blas_moe_ = value != 0;
       return true;
     }
     if (name == "big_moe_tiles") {
@@ -904,10 +909,10 @@ class CudaBackend final : public Backend {
     const int heads = static_cast<int>(q.cols / hd);
     if (!fp32_ && mqa_attention_ && kn::attention_mqa_supported(state_, layers_[layer])) {
       // One block per (row, 64 heads) is heavy (a multiprocessor's worth of shared memory): small
-      // batches share each row's keys among up to 32 blocks, ~2 blocks per SM. From the batch shape
+      // batches share each row's keys among up to 16 blocks, ~2 blocks per SM. From the batch shape
       // alone, so that a graph replay sums in the same order as the eager step.
       const int64_t blocks = q.rows * ((heads + 63) / 64);
-      const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 32));
+      const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 16));
       float* part = nullptr;
       if (splits > 1) {
         part = static_cast<float*>(temp(static_cast<size_t>(q.rows * heads * splits * (hd + 2)) * 4));
@@ -992,11 +997,12 @@ class CudaBackend final : public Backend {
     plan.tiles = static_cast<int4*>(temp(static_cast<size_t>(max_tiles) * sizeof(int4)));
     plan.n_tiles = static_cast<int32_t*>(temp(4));
     plan.max_tiles = max_tiles;
+    const bool blas = tile_rows == kn::kMoeBigTileRows && blas_moe_ && mode_ == Mode::kEager;  // see blas_experts
     const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
-    void* xperm = temp(static_cast<size_t>(entries_max * d) * act);
-    void* h = temp(static_cast<size_t>(entries_max * inter) * act);
-    auto* y = static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
-    if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles || !xperm || !h || !y) return;
+    void* xperm = blas ? nullptr : temp(static_cast<size_t>(entries_max * d) * act);
+    void* h = blas ? nullptr : temp(static_cast<size_t>(entries_max * inter) * act);
+    auto* y = blas ? nullptr : static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
+    if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles || (!blas && (!xperm || !h || !y))) return;
     for (int64_t r0 = 0; r0 < x.rows; r0 += chunk) {
       const int64_t nr = std::min(chunk, x.rows - r0), entries = nr * k;
       const int32_t* ex = experts.data + r0 * k;
@@ -1013,6 +1019,12 @@ class CudaBackend final : public Backend {
       } else {
         auto* xp = static_cast<kn::bf16_t*>(xperm);
         auto* hp = static_cast<kn::bf16_t*>(h);
+        if (blas) {
+          if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, w1, w3, w2, out.data + r0 * d,
+                            weights.data + r0 * k))
+            return;
+          continue;
+        }
         if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
         if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
                    "moe gate/up"))
@@ -1291,6 +1303,51 @@ class CudaBackend final : public Backend {
     return r;
   }
 
+  // Prefill's expert products through cuBLAS: the host reads the per-expert row counts (one wait
+  // per MoE layer; eager forwards only), every expert's rows go to a slab of `cap` rows (the largest
+  // count), and each weight (gate, up, down) is one strided batched product over the experts: a
+  // few large calls instead of hundreds of small ones. Slab rows past an expert's count hold
+  // leftovers whose results nobody reads. SwiGLU in fp32 between, as in the tile kernels.
+  bool blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d, int64_t inter, float limit,
+                    const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows, const float* weights) {
+    std::vector<int32_t> counts(static_cast<size_t>(n_exp));
+    if (!check(cudaMemcpyAsync(counts.data(), plan.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream_), "moe counts to host") ||
+        !check(cudaStreamSynchronize(stream_), "moe counts to host"))
+      return false;
+    const int64_t cap = *std::max_element(counts.begin(), counts.end());
+    if (cap == 0) return true;
+    const int64_t slab = n_exp * cap;
+    struct Release {  // the slabs are this chunk's: the next chunk reuses them (stream order)
+      DeviceArena& a;
+      std::pair<size_t, size_t> m;
+      ~Release() { a.release(m); }
+    } release{temp_, temp_.mark()};
+    auto* pos = static_cast<int32_t*>(temp(static_cast<size_t>(entries) * 4));
+    auto* xp = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(slab * d) * 2));
+    auto* g = static_cast<float*>(temp(static_cast<size_t>(slab * inter) * 4));
+    auto* u = static_cast<float*>(temp(static_cast<size_t>(slab * inter) * 4));
+    auto* h = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(slab * inter) * 2));
+    auto* y = static_cast<float*>(temp(static_cast<size_t>(slab * d) * 4));
+    if (!pos || !xp || !g || !u || !h || !y) return false;
+    if (!check(kn::moe_slab_positions(experts, plan.local, entries, static_cast<int>(cap), pos, stream_), "moe slab positions") ||
+        !check(kn::moe_gather(x.data, d, entries, k, pos, xp, stream_), "moe gather"))
+      return false;
+    const float one = 1.0f, zero = 0.0f;
+    // out[e] (cap x n) = in[e] (cap x kk) @ w[e]^T for every expert e; w[e] is [n, kk]
+    auto product = [&](const kn::bf16_t* w, const kn::bf16_t* in, int64_t kk, int64_t n, float* o, const char* what) {
+      return check_blas(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(cap),
+                                                   static_cast<int>(kk), &one, w, CUDA_R_16BF, static_cast<int>(kk), n * kk, in,
+                                                   CUDA_R_16BF, static_cast<int>(kk), cap * kk, &zero, o, CUDA_R_32F, static_cast<int>(n),
+                                                   cap * n, static_cast<int>(n_exp), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        what);
+    };
+    return product(w1.b16, xp, d, inter, g, "moe gate (cuBLAS)") && product(w3.b16, xp, d, inter, u, "moe up (cuBLAS)") &&
+           check(kn::swiglu(g, u, slab * inter, limit, stream_), "moe swiglu") &&
+           check(kn::f32_to_bf16(g, h, slab * inter, stream_), "moe swiglu to bf16") &&
+           product(w2.b16, h, inter, d, y, "moe down (cuBLAS)") &&
+           check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
+  }
+
   // out [rows, n] = x @ w^T in fp32 for a hyper-connection mix (n small).
   bool mix_product(Tensor x, const CudaWeight& w, int n, float* out) {
     if (mix_kernel_ && w.f32 && n <= 64) {
@@ -1386,6 +1443,7 @@ class CudaBackend final : public Backend {
   bool mqa_attention_ = true;     // bf16 mode, head_dim 512: tensor-core attention (kernels/attention_mqa.cu)
   bool mqa_indexer_ = true;       // bf16 mode: tensor-core indexer scores (kernels/indexer_mqa.cu)
   bool big_moe_tiles_ = true;     // bf16 mode: 128-row expert tiles when experts average 32+ rows
+  bool blas_moe_ = true;          // ... and then (eager forwards) the expert products through cuBLAS
   bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
