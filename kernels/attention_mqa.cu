@@ -17,7 +17,7 @@ constexpr int kHd = 512, kHeadTile = 64, kKeyTile = 32, kThreads = 256;
 constexpr int kLd = kHd + 8;        // bf16 row stride of the Q and K tiles: ldmatrix rows hit distinct banks
 constexpr int kSld = kKeyTile + 4;  // fp32 row stride of the score tile
 constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * (kHeadTile + kKeyTile) * kLd + sizeof(float) * kHeadTile * kSld +
-                              sizeof(const float*) * kKeyTile;
+                              sizeof(float) * kKeyTile * kHd + sizeof(const float*) * 2 * kKeyTile;
 
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,
                                                                     const float* __restrict__ sinks,
@@ -29,7 +29,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   auto* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kHeadTile][kLd]
   __nv_bfloat16* Ks = Qs + kHeadTile * kLd;                // [kKeyTile][kLd]
   auto* Ss = reinterpret_cast<float*>(Ks + kKeyTile * kLd);  // [kHeadTile][kSld]
-  auto* kp = reinterpret_cast<const float**>(Ss + kHeadTile * kSld);  // [kKeyTile]: each key's row, null if masked
+  float* stage = Ss + kHeadTile * kSld;                       // [kKeyTile][kHd]: the next tile, fp32, in flight
+  auto* kp = reinterpret_cast<const float**>(stage + kKeyTile * kHd);  // [2][kKeyTile]: each key's row, null if masked
 
   const int groups = (heads + kHeadTile - 1) / kHeadTile;
   const int split = static_cast<int>(blockIdx.x % n_splits);
@@ -41,10 +42,20 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
 
   const float* qrow = q + (r * heads + h0) * kHd;
-  for (int idx = tid; idx < kHeadTile * (kHd / 4); idx += kThreads) {
-    const int h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-    const float4 v = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
-    store_bf16x4(Qs + h * kLd + c, v);
+  constexpr int kQLoads = kHeadTile * (kHd / 4) / kThreads;  // float4 per thread, issued 8 at a time
+#pragma unroll
+  for (int batch = 0; batch < kQLoads / 8; ++batch) {
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int idx = (batch * 8 + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      v[u] = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int idx = (batch * 8 + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      store_bf16x4(Qs + h * kLd + c, v[u]);
+    }
   }
 
   const SeqInfo sq = b.seqs[b.row_seq[r]];
@@ -64,42 +75,54 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   for (int i = 0; i < kHd / 2 / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // rows g and g + 8 of the warp's heads
 
-  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile) {
-    __syncthreads();  // the previous tile's readers are done with Ks, Ss and kp
-    if (tid < kKeyTile) {
-      const int64_t j = j0 + tid;
-      const float* key = nullptr;
-      if (j < j_end) {
-        if (j < n_win) {
-          const int32_t pos = lo + static_cast<int32_t>(j);
-          key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * kHd
-                                 : ring + static_cast<int64_t>(pos % L.window) * kHd;
-        } else {
-          const int64_t idx = j - n_win;
-          const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
-          if (w >= 0) key = entry_ptr(b, st, L, sq, w, L.entry_offset, kHd);
-        }
-      }
-      kp[tid] = key;
-    }
-    __syncthreads();
-    // K tile to bf16: 32 keys x 128 float4, 16 per thread, loads issued 8 at a time
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int idx = (half * 8 + u) * kThreads + tid, key = idx >> 7, c = (idx & 127) * 4;
-        const float* kr = kp[key];
-        v[u] = kr ? *reinterpret_cast<const float4*>(kr + c) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int idx = (half * 8 + u) * kThreads + tid, key = idx >> 7, c = (idx & 127) * 4;
-        store_bf16x4(Ks + key * kLd + c, v[u]);
+  // Pointers of tile j0's keys into dst (null: masked).
+  auto resolve = [&](int64_t j0, const float** dst) {
+    if (tid >= kKeyTile) return;
+    const int64_t j = j0 + tid;
+    const float* key = nullptr;
+    if (j < j_end) {
+      if (j < n_win) {
+        const int32_t pos = lo + static_cast<int32_t>(j);
+        key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * kHd
+                               : ring + static_cast<int64_t>(pos % L.window) * kHd;
+      } else {
+        const int64_t idx = j - n_win;
+        const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
+        if (w >= 0) key = entry_ptr(b, st, L, sq, w, L.entry_offset, kHd);
       }
     }
+    dst[tid] = key;
+  };
+  // Asynchronous copies of a tile's fp32 keys into `stage` (zeros for masked keys): they land while
+  // the block computes on the tile before.
+  auto issue = [&](const float* const* ptrs) {
+#pragma unroll
+    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      const float* kr = ptrs[key];
+      cp_async16(stage + key * kHd + c, kr ? kr + c : kv, kr != nullptr);
+    }
+    cp_async_commit();
+  };
+  if (j_begin < j_end) {
+    resolve(j_begin, kp);
     __syncthreads();
+    issue(kp);
+  }
+  int buf = 0;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile, buf ^= 1) {
+    cp_async_wait<0>();
+    __syncthreads();  // the tile has landed (everyone's copies); the previous tile's readers are done with Ks and Ss
+#pragma unroll
+    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      store_bf16x4(Ks + key * kLd + c, *reinterpret_cast<const float4*>(stage + key * kHd + c));
+    }
+    const bool more = j0 + kKeyTile < j_end;
+    if (more) resolve(j0 + kKeyTile, kp + (buf ^ 1) * kKeyTile);
+    __syncthreads();  // Ks holds the tile, stage is free, the next pointers are known
+    if (more) issue(kp + (buf ^ 1) * kKeyTile);
+    const float* const* cur = kp + buf * kKeyTile;
 
     // S for heads 16 hg .. +16, keys 16 dg .. +16
     float sacc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -126,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int key = (i >> 2) * 16 + ((i >> 1) & 1) * 8 + 2 * t4 + (i & 1);
-      const bool valid = kp[key] != nullptr;
+      const bool valid = cur[key] != nullptr;
       sa[i] = valid ? Ss[(hg * 16 + g) * kSld + key] : -INFINITY;
       sb[i] = valid ? Ss[(hg * 16 + g + 8) * kSld + key] : -INFINITY;
       mx_a = fmaxf(mx_a, sa[i]);

@@ -81,17 +81,36 @@ __global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t
   }
 }
 
-// One block per (row, group).
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, float* out) {
+// One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows).
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, bool vec, float* out) {
   __shared__ float red[32];
   const int64_t groups_per_row = cols / group;
   const int64_t r = blockIdx.x / groups_per_row, g = blockIdx.x % groups_per_row;
   const float* xi = x + r * cols + g * group;
   float* oi = out + r * cols + g * group;
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < group; i += blockDim.x) ss += xi[i] * xi[i];
+  if (vec) {
+    for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
+      const float4 v = reinterpret_cast<const float4*>(xi)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int i = threadIdx.x; i < group; i += blockDim.x) ss += xi[i] * xi[i];
+  }
   ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
+  if (vec) {
+    for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
+      float4 v = reinterpret_cast<const float4*>(xi)[i];
+      v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+      if (w) {
+        const float4 wv = reinterpret_cast<const float4*>(w)[i];
+        v = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
+      }
+      reinterpret_cast<float4*>(oi)[i] = v;
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < group; i += blockDim.x) {
     const float v = xi[i] * inv;
     oi[i] = w ? w[i] * v : v;
@@ -137,39 +156,83 @@ __global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, 
   }
 }
 
-constexpr int kMixChunk = 512, kMixRows = 8, kMixMaxOut = 64;
+__global__ void swiglu_bf16_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float limit,
+                                   __nv_bfloat16* __restrict__ h) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float a = fminf(g[i], limit);
+    const float b = fminf(fmaxf(u[i], -limit), limit);
+    h[i] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * b);
+  }
+}
 
-// grid (row tiles of kMixRows, column chunks of kMixChunk), 256 threads: partial[row][chunk][j].
+constexpr int kMixChunk = 256, kMixMaxOut = 64, kMixTileRows = 32, kMixRowsPerTask = 4, kMixOutsPerTask = 6;
+
+// grid (row tiles of 32, column chunks of kMixChunk), 8 warps: partial[row][chunk][j]. The tile's
+// rows and the chunk of every weight row sit in shared memory; a warp task computes 4 rows x 6
+// outputs, so each value read feeds several products. Per output, lanes sum strided columns, then
+// the warp reduces: a row's value does not depend on the rest of the batch.
 __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restrict__ x, int64_t rows, int64_t K,
-                                                          const float* __restrict__ w, int n, int splits,
+                                                          const float* __restrict__ w, int n, int splits, bool vec,
                                                           float* __restrict__ partial) {
-  __shared__ float xs[kMixRows][kMixChunk];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kMixRows;
+  extern __shared__ float mix_smem[];
+  float* xs = mix_smem;                         // [kMixTileRows][kMixChunk]
+  float* ws = xs + kMixTileRows * kMixChunk;    // [n][kMixChunk]
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kMixTileRows;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kMixChunk;
   const int len = static_cast<int>(min(static_cast<int64_t>(kMixChunk), K - k0));
-  for (int i = threadIdx.x; i < kMixRows * kMixChunk; i += blockDim.x) {
-    const int r = i / kMixChunk, c = i % kMixChunk;
-    xs[r][c] = (r0 + r < rows && c < len) ? x[(r0 + r) * K + k0 + c] : 0.0f;
+  const int tile_rows = static_cast<int>(min(static_cast<int64_t>(kMixTileRows), rows - r0));
+  if (vec) {  // K % 4 == 0 and aligned: every copy in flight at once, zero-filled past K
+    constexpr int c4s = kMixChunk / 4;
+    for (int i = threadIdx.x; i < tile_rows * c4s; i += blockDim.x) {
+      const int r = i / c4s, c = (i % c4s) * 4;
+      cp_async16(xs + r * kMixChunk + c, x + (r0 + r) * K + k0 + min(c, len - 4), c < len);
+    }
+    for (int i = threadIdx.x; i < n * c4s; i += blockDim.x) {
+      const int j = i / c4s, c = (i % c4s) * 4;
+      cp_async16(ws + j * kMixChunk + c, w + static_cast<int64_t>(j) * K + k0 + min(c, len - 4), c < len);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  } else {
+    for (int i = threadIdx.x; i < tile_rows * kMixChunk; i += blockDim.x) {
+      const int r = i / kMixChunk, c = i % kMixChunk;
+      xs[i] = c < len ? x[(r0 + r) * K + k0 + c] : 0.0f;
+    }
+    for (int i = threadIdx.x; i < n * kMixChunk; i += blockDim.x) {
+      const int j = i / kMixChunk, c = i % kMixChunk;
+      ws[i] = c < len ? w[static_cast<int64_t>(j) * K + k0 + c] : 0.0f;
+    }
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int j = warp; j < n; j += warps) {
-    const float* wj = w + static_cast<int64_t>(j) * K + k0;
-    float acc[kMixRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row_groups = (tile_rows + kMixRowsPerTask - 1) / kMixRowsPerTask;
+  const int out_groups = (n + kMixOutsPerTask - 1) / kMixOutsPerTask;
+  for (int task = warp; task < row_groups * out_groups; task += 8) {
+    const int ra = (task / out_groups) * kMixRowsPerTask, ja = (task % out_groups) * kMixOutsPerTask;
+    float acc[kMixRowsPerTask][kMixOutsPerTask];
 #pragma unroll
-    for (int r = 0; r < kMixRows; ++r) acc[r] = 0.0f;
-    for (int c = lane; c < len; c += 32) {
-      const float wv = wj[c];
+    for (int r = 0; r < kMixRowsPerTask; ++r)
 #pragma unroll
-      for (int r = 0; r < kMixRows; ++r) acc[r] += wv * xs[r][c];
+      for (int j = 0; j < kMixOutsPerTask; ++j) acc[r][j] = 0.0f;
+    for (int c = lane; c < kMixChunk; c += 32) {
+      float xv[kMixRowsPerTask], wv[kMixOutsPerTask];
+#pragma unroll
+      for (int r = 0; r < kMixRowsPerTask; ++r) xv[r] = ra + r < tile_rows ? xs[(ra + r) * kMixChunk + c] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMixOutsPerTask; ++j) wv[j] = ja + j < n ? ws[(ja + j) * kMixChunk + c] : 0.0f;
+#pragma unroll
+      for (int r = 0; r < kMixRowsPerTask; ++r)
+#pragma unroll
+        for (int j = 0; j < kMixOutsPerTask; ++j) acc[r][j] += wv[j] * xv[r];
     }
 #pragma unroll
-    for (int r = 0; r < kMixRows; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane == 0) {
+    for (int r = 0; r < kMixRowsPerTask; ++r)
 #pragma unroll
-      for (int r = 0; r < kMixRows; ++r)
-        if (r0 + r < rows) partial[((r0 + r) * splits + blockIdx.y) * n + j] = acc[r];
-    }
+      for (int j = 0; j < kMixOutsPerTask; ++j) {
+        const float v = warp_sum(acc[r][j]);
+        if (lane == 0 && ra + r < tile_rows && ja + j < n) partial[((r0 + ra + r) * splits + blockIdx.y) * n + ja + j] = v;
+      }
   }
 }
 
@@ -379,7 +442,9 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t row
   if (rows <= 0 || cols <= 0 || group <= 0) return cudaSuccess;
   const int64_t blocks = rows * (cols / group);
   const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
-  rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, weight, eps, cols, group, out);
+  auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = group % 4 == 0 && cols % 4 == 0 && al(x) && al(weight) && al(out);
+  rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, weight, eps, cols, group, vec, out);
   return cudaGetLastError();
 }
 
@@ -412,6 +477,13 @@ cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_
   return cudaGetLastError();
 }
 
+cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  unsigned b = blocks_for(n, 256);
+  swiglu_bf16_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(g, u, n, limit, reinterpret_cast<__nv_bfloat16*>(h));
+  return cudaGetLastError();
+}
+
 int mix_gemm_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
 
 cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, float* out,
@@ -419,10 +491,19 @@ cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, in
   if (rows <= 0 || K <= 0 || n <= 0) return cudaSuccess;
   if (n > kMixMaxOut) return cudaErrorInvalidValue;
   const int splits = mix_gemm_splits(K);
-  const int64_t tiles = (rows + kMixRows - 1) / kMixRows;
+  const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
-  mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, 0, s>>>(x, rows, K, w, n, splits,
-                                                                                                      partial);
+  const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
+  static bool attr_set = false;  // up to 96 KB of shared memory: above the default limit
+  if (!attr_set) {
+    const cudaError_t e = cudaFuncSetAttribute(mix_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk));
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s>>>(x, rows, K, w, n, splits, vec,
+                                                                                                         partial);
   mix_reduce_kernel<<<blocks_for(rows * n, 256), 256, 0, s>>>(partial, rows, n, splits, out);
   return cudaGetLastError();
 }

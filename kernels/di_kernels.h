@@ -74,6 +74,8 @@ cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);
 cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
 // g = silu(min(g, limit)) * clamp(u, -limit, limit), in place on g
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
+// h = bf16(silu(min(g, limit)) * clamp(u, -limit, limit))
+cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
 
 // out[t, j] = sum_k x[t, k] w[j, k] for a few outputs (n <= 64), all fp32: the hyper-connection mixes
 // (n = (2 + hc) hc and hc), where a general GEMM library leaves most of the GPU idle. Deterministic:

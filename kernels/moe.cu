@@ -243,16 +243,6 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
 // system idle between k-steps.
 constexpr int kV2BK = 64, kV2Lds = kV2BK + 8, kStages = 4;
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Tile shapes: kRows (32 for decode-sized groups, kMoeBigTileRows for prefill) x kBN columns; warps
 // arranged kWarpsM x 2, each owning 16 * kFragM rows x 32 columns (two 16-wide fragments).
@@ -435,10 +425,13 @@ __global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, in
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xperm[static_cast<int64_t>(p) * d + c] = src[c];
 }
 
+// grid (rows, column chunks of 256): one column per thread, so that a small batch still spreads its
+// loads over many blocks.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos, const float* __restrict__ weights,
                                    int top_k, int64_t d, float* __restrict__ out) {
   const int64_t t = blockIdx.x;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c < d) {
     float acc = out[t * d + c];
     for (int i = 0; i < top_k; ++i) {
       const int32_t p = pos[t * top_k + i];
@@ -570,7 +563,9 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
 cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  moe_combine_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(y, pos, weights, top_k, d, out);
+  const int64_t chunks = (d + 255) / 256;
+  if (chunks > 65535) return cudaErrorInvalidValue;
+  moe_combine_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s>>>(y, pos, weights, top_k, d, out);
   return cudaGetLastError();
 }
 

@@ -341,19 +341,15 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
         if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
       }
       __syncthreads();
-      if (tid == 0) {
-        int cum = 0;
-        for (int bin = 255; bin >= 0; --bin) {
-          const int c = hist[bin];
-          if (cum + c >= need) {
-            sh_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
-            sh_need = need - cum;
-            break;
-          }
-          cum += c;
-        }
-        sh_count = 0;
+      // The bin holding the need-th largest key: counts from the top bin down, scanned in parallel.
+      const int c = tid < 256 ? hist[255 - tid] : 0;
+      int total;
+      const int above = block_exclusive_scan(c, red, &total);
+      if (tid < 256 && above < need && above + c >= need) {
+        sh_prefix = prefix | (static_cast<uint32_t>(255 - tid) << shift);
+        sh_need = need - above;
       }
+      if (tid == 0) sh_count = 0;
       __syncthreads();
       prefix = sh_prefix;
       need = sh_need;

@@ -1342,8 +1342,7 @@ class CudaBackend final : public Backend {
                         what);
     };
     return product(w1.b16, xp, d, inter, g, "moe gate (cuBLAS)") && product(w3.b16, xp, d, inter, u, "moe up (cuBLAS)") &&
-           check(kn::swiglu(g, u, slab * inter, limit, stream_), "moe swiglu") &&
-           check(kn::f32_to_bf16(g, h, slab * inter, stream_), "moe swiglu to bf16") &&
+           check(kn::swiglu_bf16(g, u, slab * inter, limit, h, stream_), "moe swiglu") &&
            product(w2.b16, h, inter, d, y, "moe down (cuBLAS)") &&
            check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
   }
