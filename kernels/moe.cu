@@ -253,32 +253,33 @@ struct V2Shape {
   static constexpr int kFragM = kRows / kWarpsM / 16;
 };
 
-template <bool kGateUp, int kRows>
+template <bool kGateUp, int kRows, int kCols>
 constexpr int v2_stage_elems() {
-  return kRows * kV2Lds + (kGateUp ? 2 : 1) * kBN * kV2Lds;
+  return kRows * kV2Lds + (kGateUp ? 2 : 1) * kCols * kV2Lds;
 }
-template <bool kGateUp, int kRows>
+template <bool kGateUp, int kRows, int kCols>
 constexpr size_t v2_smem_bytes() {
-  return sizeof(__nv_bfloat16) * static_cast<size_t>(kStages) * v2_stage_elems<kGateUp, kRows>();
+  return sizeof(__nv_bfloat16) * static_cast<size_t>(kStages) * v2_stage_elems<kGateUp, kRows, kCols>();
 }
 
-// grid (tiles, N / kBN); K % 8 == 0 and 16-byte aligned operands.
-template <bool kGateUp, int kRows>
+// grid (tiles, N / kCols); K % 8 == 0 and 16-byte aligned operands. kCols 64, or 32 for small
+// batches (twice the blocks: the weight stream spreads over every multiprocessor).
+template <bool kGateUp, int kRows, int kCols>
 __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
     const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1, int64_t K,
     int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, __nv_bfloat16* __restrict__ H,
     float* __restrict__ Y) {
   using namespace nvcuda;
   using Sh = V2Shape<kRows>;
-  constexpr int NW = kGateUp ? 2 : 1, T = Sh::kThreads, FM = Sh::kFragM;
-  constexpr int kAElems = kRows * kV2Lds, kBElems = kBN * kV2Lds, kStage = v2_stage_elems<kGateUp, kRows>();
-  static_assert(sizeof(float) * NW * kRows * kCld <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
+  constexpr int NW = kGateUp ? 2 : 1, T = Sh::kThreads, FM = Sh::kFragM, FN = kCols / 32, CLD = kCols + 4;
+  constexpr int kAElems = kRows * kV2Lds, kBElems = kCols * kV2Lds, kStage = v2_stage_elems<kGateUp, kRows, kCols>();
+  static_assert(sizeof(float) * NW * kRows * CLD <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* sm = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
   const int4 t = tiles[blockIdx.x];
   const int e = t.x, r0 = t.y, r1 = t.z;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kCols;
   const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
   const __nv_bfloat16* Wb[NW];
   Wb[0] = W0 + static_cast<int64_t>(e) * N * K;
@@ -298,20 +299,20 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
 #pragma unroll
     for (int w = 0; w < NW; ++w)
 #pragma unroll
-      for (int j = 0; j < (kBN * kV2BK / 8) / T; ++j) {  // W: 64 x 64
+      for (int j = 0; j < (kCols * kV2BK / 8) / T; ++j) {  // W: kCols x 64
         const int idx = tid + T * j, row = idx >> 3, col = (idx & 7) * 8;
         const bool valid = n0 + row < N && k0 + col < K;
         cp_async16(Bs + w * kBElems + row * kV2Lds + col, valid ? Wb[w] + (n0 + row) * K + k0 + col : Wb[w], valid);
       }
   };
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][NW][2];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][NW][FN];
 #pragma unroll
   for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
     for (int w = 0; w < NW; ++w)
 #pragma unroll
-      for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[fm][w][f], 0.0f);
+      for (int f = 0; f < FN; ++f) wmma::fill_fragment(acc[fm][w][f], 0.0f);
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
@@ -334,9 +335,9 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
 #pragma unroll
       for (int w = 0; w < NW; ++w)
 #pragma unroll
-        for (int f = 0; f < 2; ++f) {
+        for (int f = 0; f < FN; ++f) {
           wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bfr;
-          wmma::load_matrix_sync(bfr, Bs + w * kBElems + (wn * 32 + f * 16) * kV2Lds + kk, kV2Lds);
+          wmma::load_matrix_sync(bfr, Bs + w * kBElems + (wn * (kCols / 2) + f * 16) * kV2Lds + kk, kV2Lds);
 #pragma unroll
           for (int fm = 0; fm < FM; ++fm) wmma::mma_sync(acc[fm][w][f], af[fm], bfr, acc[fm][w][f]);
         }
@@ -350,38 +351,42 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
 #pragma unroll
     for (int w = 0; w < NW; ++w)
 #pragma unroll
-      for (int f = 0; f < 2; ++f)
-        wmma::store_matrix_sync(Cs + w * kRows * kCld + (wm * FM + fm) * 16 * kCld + wn * 32 + f * 16, acc[fm][w][f], kCld,
+      for (int f = 0; f < FN; ++f)
+        wmma::store_matrix_sync(Cs + w * kRows * CLD + (wm * FM + fm) * 16 * CLD + wn * (kCols / 2) + f * 16, acc[fm][w][f], CLD,
                                 wmma::mem_row_major);
   __syncthreads();
-  for (int idx = tid; idx < kRows * kBN; idx += T) {
-    const int r = idx / kBN, c = idx % kBN;
+  for (int idx = tid; idx < kRows * kCols; idx += T) {
+    const int r = idx / kCols, c = idx % kCols;
     const int64_t row = r0 + r, col = n0 + c;
     if (row >= r1 || col >= N) continue;
     if constexpr (kGateUp) {
-      const float a = fminf(Cs[r * kCld + c], limit);
-      const float u = fminf(fmaxf(Cs[kRows * kCld + r * kCld + c], -limit), limit);
+      const float a = fminf(Cs[r * CLD + c], limit);
+      const float u = fminf(fmaxf(Cs[kRows * CLD + r * CLD + c], -limit), limit);
       H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
     } else {
-      Y[row * N + col] = Cs[r * kCld + c];
+      Y[row * N + col] = Cs[r * CLD + c];
     }
   }
 }
 
-template <bool kGateUp, int kRows>
+template <bool kGateUp, int kRows, int kCols = kBN>
 cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
                           int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
   static bool attr_set = false;  // raising the dynamic shared-memory limit once per kernel
-  constexpr size_t smem = v2_smem_bytes<kGateUp, kRows>();
+  constexpr size_t smem = v2_smem_bytes<kGateUp, kRows, kCols>();
   if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp, kRows>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
-  moe_gemm_v2_kernel<kGateUp, kRows><<<grid, V2Shape<kRows>::kThreads, smem, s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
+  moe_gemm_v2_kernel<kGateUp, kRows, kCols><<<grid, V2Shape<kRows>::kThreads, smem, s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
   return cudaGetLastError();
 }
+
+// Few tiles (small decode batches): 32-column blocks, so that ~4 blocks per multiprocessor stream
+// weights instead of 1-2.
+bool narrow_columns(int max_tiles, int64_t N) { return static_cast<int64_t>(max_tiles) * ((N + kBN - 1) / kBN) < 4 * 132; }
 
 bool v2_usable(const void* a, const void* w0, const void* w1, int64_t K) {
   auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -510,6 +515,9 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
     return launch_moe_v2<true, kMoeBigTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
+  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, inter))
+    return launch_moe_v2<true, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((inter + 31) / 32)), s, x, a, b, d, inter, limit, tiles,
+                                                 n_tiles, hb, nullptr);
   if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   moe_gemm_kernel<true><<<grid, 128, 0, s>>>(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   return cudaGetLastError();
@@ -529,6 +537,9 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
     return launch_moe_v2<false, kMoeBigTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
+  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, d))
+    return launch_moe_v2<false, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((d + 31) / 32)), s, hb, w, nullptr, inter, d, 0.0f,
+                                                  tiles, n_tiles, nullptr, y);
   if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   moe_gemm_kernel<false><<<grid, 128, 0, s>>>(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();

@@ -319,6 +319,7 @@ TEST_F(CudaOps, RoutedExperts) {
                                   {1, 8, 72, 40, 6, false},
                                   {9, 4, 70, 30, 2, false},
                                   {130, 32, 128, 64, 6, true},
+                                  {600, 256, 128, 128, 6, false},   // many small groups: 64-column blocks
                                   {4500, 8, 64, 64, 2, false}}) {  // more rows than one chunk
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
