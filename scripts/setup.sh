@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libboost-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libpcre2-dev libutf8proc-dev libopenblas-dev
+  libpcre2-dev libutf8proc-dev
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
   python3 python3-dev python3-pytest python3-jsonschema swig golang-go

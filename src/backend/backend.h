@@ -221,7 +221,7 @@ class Backend {
   virtual void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) = 0;
 };
 
-// The CPU reference backend (fp32, OpenBLAS GEMM, a thread pool for the rest).
+// The CPU reference backend (fp32, batch-invariant products, a thread pool).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
 
 // The CUDA backend on GPU `device` (bf16 weights, fp32 activations and accumulation). kUnsupported

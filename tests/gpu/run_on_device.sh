@@ -2,10 +2,9 @@
 # Device-side runner for the CUDA backend checks (the lent GPU machine of this workplace). Pack first,
 # here: build with -DDEEPINFER_CUDA_ARCHS=90a, then put into <checkout>/.carry/ (git-ignored) this
 # script and bundle.tar.xz holding build/tests/gpu/test_cuda_backend, build/bin/deepinfer and the
-# shared libraries the device image lacks (libopenblas.so.0, libfmt.so.9, libgfortran.so.5,
-# libquadmath.so.0, libcudart.so.13; check with ldd). Run there as `bash .carry/run_on_device.sh`
-# with carry [".carry"]. Options (environment): PER_TEST seconds, QUIET_OPS=1, MEMCHECK=<seconds>
-# with MEMCHECK_FILTER=<gtest filter>.
+# shared libraries the device image lacks (libfmt.so.9, libcudart.so.13; check with ldd). Run there
+# as `bash .carry/run_on_device.sh` with carry [".carry"]. Options (environment): PER_TEST seconds,
+# QUIET_OPS=1, MEMCHECK=<seconds> with MEMCHECK_FILTER=<gtest filter>.
 #
 # Runs the tests one process per test (a sticky CUDA fault cannot hide later tests), the CLI on the
 # demo model (cpu vs cuda, timed), then compute-sanitizer memcheck.

@@ -1,11 +1,10 @@
-// The CPU reference backend: fp32 everywhere, weights dequantized at upload, OpenBLAS for matrix
-// products and a thread pool for the rest. Written for clarity first: it is what the CUDA backend and
+// The CPU reference backend: fp32 everywhere, weights dequantized at upload, batch-invariant matrix
+// products (dot_gemm.h) and a thread pool. Written for clarity first: it is what the CUDA backend and
 // every optimisation are checked against.
 #include "backend/backend.h"
+#include "backend/cpu/dot_gemm.h"
 #include "backend/random_fill.h"
 #include "util/thread_pool.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,13 +30,6 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // torch.nn.functional.softplus (beta 1, threshold 20)
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// c[m, n] = a[m, k] @ b[n, k]^T on the calling thread.
-void sgemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
-}
-
 // Rotates the trailing rope_dim channels of one head vector by `position` (negative angle if inverse).
 void rotate(float* head, int head_dim, const Rope& rope, int32_t position, bool inverse) {
   const float* inv_freq = fdata(rope.inv_freq);
@@ -62,10 +54,7 @@ void rms_normalize(const float* x, const float* weight, float eps, int n, float*
 
 class CpuBackend final : public Backend {
  public:
-  // OpenBLAS runs single-threaded and the backend splits products over its own pool: OpenBLAS's
-  // spinning workers starve everything else on a busy machine (other processes, the host program).
-  // This sets OpenBLAS's thread count for the whole process.
-  explicit CpuBackend(int n_threads) : pool_(n_threads) { openblas_set_num_threads(1); }
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -564,14 +553,22 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // c = a @ b^T, columns of c split over the pool (each output keeps OpenBLAS's reduction order, so
-  // the split changes no value). Must not be called from inside a pool task.
+  // c = a @ b^T, columns of c split over the pool, or rows when there are few columns (every output
+  // is computed on its own, so no split changes a value). Must not be called from inside a pool task.
   void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
-    constexpr int64_t kMinColumns = 64;
-    if (pool_.size() == 1 || m * n * k < (1 << 20) || n < 2 * kMinColumns) return sgemm_nt(a, lda, b, ldb, c, ldc, m, n, k);
-    pool_.parallel_for(static_cast<size_t>(n), kMinColumns, [&](size_t begin, size_t end) {
-      sgemm_nt(a, lda, b + static_cast<int64_t>(begin) * ldb, ldb, c + begin, ldc, m, static_cast<int64_t>(end - begin), k);
-    });
+    constexpr int64_t kMinColumns = 64, kMinRows = 16;
+    if (pool_.size() == 1 || m * n * k < (1 << 20)) return dot_gemm_nt(a, lda, b, ldb, c, ldc, m, n, k);
+    if (n >= 2 * kMinColumns) {
+      pool_.parallel_for(static_cast<size_t>(n), kMinColumns, [&](size_t begin, size_t end) {
+        const auto j = static_cast<int64_t>(begin);
+        dot_gemm_nt(a, lda, b + j * ldb, ldb, c + j, ldc, m, static_cast<int64_t>(end) - j, k);
+      });
+    } else {
+      pool_.parallel_for(static_cast<size_t>(m), kMinRows, [&](size_t begin, size_t end) {
+        const auto i = static_cast<int64_t>(begin);
+        dot_gemm_nt(a + i * lda, lda, b, ldb, c + i * ldc, ldc, static_cast<int64_t>(end) - i, n, k);
+      });
+    }
   }
 
   float* slot_ptr(int32_t slot) { return slots_.data() + static_cast<size_t>(slot) * layout_.slot_floats; }
