@@ -313,8 +313,10 @@ TEST_F(CudaOps, RoutedExperts) {
     int64_t experts, d, inter;
     int k;
     bool mxfp4;
+    bool skewed = false;  // every token picks experts 0 .. k-1: too uneven for the prefill slabs
   };
   for (Case c : std::vector<Case>{{37, 8, 64, 32, 2, false},
+                                  {300, 16, 64, 64, 4, false, true},
                                   {300, 16, 256, 96, 4, false},
                                   {1, 8, 72, 40, 6, false},
                                   {9, 4, 70, 30, 2, false},
@@ -356,14 +358,15 @@ TEST_F(CudaOps, RoutedExperts) {
     auto w3 = t.stacked(make(c.inter, c.d));
     auto w2 = t.stacked(make(c.d, c.inter));
     std::vector<int32_t> ev(static_cast<size_t>(c.T * c.k));
-    for (auto& v : ev) v = static_cast<int32_t>(rng() % c.experts);
+    for (size_t i = 0; i < ev.size(); ++i) ev[i] = c.skewed ? static_cast<int32_t>(i % c.k) : static_cast<int32_t>(rng() % c.experts);
     auto ex = t.ints(ev, c.T, c.k);
     std::vector<float> wv(static_cast<size_t>(c.T * c.k));
     for (auto& v : wv) v = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
     auto wts = t.tensor(wv, c.T, c.k);
     const auto init = testing::randn(static_cast<size_t>(c.T * c.d), rng);
     Experts ec{w1.c.get(), w3.c.get(), w2.c.get(), 1.5f}, eg{w1.g.get(), w3.g.get(), w2.g.get(), 1.5f};
-    const std::string tag = fmt::format("moe_experts T={} E={} d={} inter={} k={}{}", c.T, c.experts, c.d, c.inter, c.k, c.mxfp4 ? " mxfp4" : "");
+    const std::string tag = fmt::format("moe_experts T={} E={} d={} inter={} k={}{}{}", c.T, c.experts, c.d, c.inter, c.k,
+                                        c.mxfp4 ? " mxfp4" : "", c.skewed ? " skewed" : "");
     // Experts averaging 32+ rows take the prefill path: cuBLAS products, or (blas_moe 0) 128-row tiles.
     for (int blas : {1, 0}) {
       ASSERT_TRUE(t.gpu->set_option("blas_moe", blas));

@@ -999,16 +999,24 @@ class CudaBackend final : public Backend {
     plan.max_tiles = max_tiles;
     const bool blas = tile_rows == kn::kMoeBigTileRows && blas_moe_ && mode_ == Mode::kEager;  // see blas_experts
     const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
-    void* xperm = blas ? nullptr : temp(static_cast<size_t>(entries_max * d) * act);
-    void* h = blas ? nullptr : temp(static_cast<size_t>(entries_max * inter) * act);
-    auto* y = blas ? nullptr : static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
-    if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles || (!blas && (!xperm || !h || !y))) return;
+    if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles) return;
+    void *xperm = nullptr, *h = nullptr;  // the tile kernels' buffers, taken when first needed
+    float* y = nullptr;
+    auto tile_buffers = [&] {
+      if (!xperm) {
+        xperm = temp(static_cast<size_t>(entries_max * d) * act);
+        h = temp(static_cast<size_t>(entries_max * inter) * act);
+        y = static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
+      }
+      return xperm && h && y;
+    };
     for (int64_t r0 = 0; r0 < x.rows; r0 += chunk) {
       const int64_t nr = std::min(chunk, x.rows - r0), entries = nr * k;
       const int32_t* ex = experts.data + r0 * k;
       if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
       const int tiles = tiles_for(entries);
       if (f32) {
+        if (!tile_buffers()) return;
         auto* xp = static_cast<float*>(xperm);
         auto* hp = static_cast<float*>(h);
         if (!check(kn::moe_gather_f32(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
@@ -1017,14 +1025,16 @@ class CudaBackend final : public Backend {
           return;
         if (!check(kn::moe_down_f32(hp, w2.f32, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_), "moe down")) return;
       } else {
+        if (blas) {
+          bool done = false;
+          if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, w1, w3, w2, out.data + r0 * d,
+                            weights.data + r0 * k, done))
+            return;
+          if (done) continue;  // else routing too skewed for slabs: the tile kernels below
+        }
+        if (!tile_buffers()) return;
         auto* xp = static_cast<kn::bf16_t*>(xperm);
         auto* hp = static_cast<kn::bf16_t*>(h);
-        if (blas) {
-          if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, w1, w3, w2, out.data + r0 * d,
-                            weights.data + r0 * k))
-            return;
-          continue;
-        }
         if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
         if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
                    "moe gate/up"))
@@ -1307,15 +1317,17 @@ class CudaBackend final : public Backend {
   // per MoE layer; eager forwards only), every expert's rows go to a slab of `cap` rows (the largest
   // count), and each weight (gate, up, down) is one strided batched product over the experts: a
   // few large calls instead of hundreds of small ones. Slab rows past an expert's count hold
-  // leftovers whose results nobody reads. SwiGLU in fp32 between, as in the tile kernels.
+  // leftovers whose results nobody reads. SwiGLU in fp32 between, as in the tile kernels. `done`
+  // false: the routing is too skewed for slabs (the caller runs the tile kernels).
   bool blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d, int64_t inter, float limit,
-                    const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows, const float* weights) {
+                    const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows, const float* weights, bool& done) {
     std::vector<int32_t> counts(static_cast<size_t>(n_exp));
     if (!check(cudaMemcpyAsync(counts.data(), plan.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream_), "moe counts to host") ||
         !check(cudaStreamSynchronize(stream_), "moe counts to host"))
       return false;
     const int64_t cap = *std::max_element(counts.begin(), counts.end());
-    if (cap == 0) return true;
+    done = n_exp * cap <= 2 * entries + 32 * n_exp;  // slabs at most ~2x the rows (skewed routing: no)
+    if (cap == 0 || !done) return true;
     const int64_t slab = n_exp * cap;
     struct Release {  // the slabs are this chunk's: the next chunk reuses them (stream order)
       DeviceArena& a;
