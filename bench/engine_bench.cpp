@@ -46,6 +46,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::mt19937 rng(concurrent);
+    {  // warm-up, untimed: first launches (lazy module loading, library handles), graph captures
+      auto s = engine.value()->create_session().value();
+      std::vector<int32_t> ids(prompt, 3);
+      SamplingParams w;
+      w.max_tokens = 4;
+      w.ignore_eos = true;
+      if (!s->add_tokens(ids) || !s->generate(w)) return 1;
+      while (s->poll(-1)) {
+      }
+    }
     std::vector<std::shared_ptr<Session>> sessions;
     for (int i = 0; i < concurrent; ++i) {
       auto s = engine.value()->create_session().value();
