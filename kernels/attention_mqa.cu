@@ -58,14 +58,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
     }
   }
 
-  const SeqInfo sq = b.seqs[b.row_seq[r]];
-  const int32_t p = b.positions[r];
-  const float* ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
-  const int32_t lo = max(0, p - L.window + 1);
-  const int32_t n_win = p - lo + 1;
-  int64_t n_comp = 0;
-  if (L.rate > 0) n_comp = selected ? sel_cols : (p + 1) / L.rate;
-  const int64_t total = n_win + n_comp;
+  const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
+  const int64_t total = keys.total;
   const int64_t share = (total + n_splits - 1) / n_splits;
   const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
@@ -77,21 +71,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
 
   // Pointers of tile j0's keys into dst (null: masked).
   auto resolve = [&](int64_t j0, const float** dst) {
-    if (tid >= kKeyTile) return;
-    const int64_t j = j0 + tid;
-    const float* key = nullptr;
-    if (j < j_end) {
-      if (j < n_win) {
-        const int32_t pos = lo + static_cast<int32_t>(j);
-        key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * kHd
-                               : ring + static_cast<int64_t>(pos % L.window) * kHd;
-      } else {
-        const int64_t idx = j - n_win;
-        const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
-        if (w >= 0) key = entry_ptr(b, st, L, sq, w, L.entry_offset, kHd);
-      }
-    }
-    dst[tid] = key;
+    if (tid < kKeyTile) dst[tid] = j0 + tid < j_end ? keys.key(j0 + tid, b, st, L) : nullptr;
   };
   // Asynchronous copies of a tile's fp32 keys into `stage` (zeros for masked keys): they land while
   // the block computes on the tile before.

@@ -182,28 +182,26 @@ __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restric
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kMixChunk;
   const int len = static_cast<int>(min(static_cast<int64_t>(kMixChunk), K - k0));
   const int tile_rows = static_cast<int>(min(static_cast<int64_t>(kMixTileRows), rows - r0));
-  if (vec) {  // K % 4 == 0 and aligned: every copy in flight at once, zero-filled past K
-    constexpr int c4s = kMixChunk / 4;
-    for (int i = threadIdx.x; i < tile_rows * c4s; i += blockDim.x) {
-      const int r = i / c4s, c = (i % c4s) * 4;
-      cp_async16(xs + r * kMixChunk + c, x + (r0 + r) * K + k0 + min(c, len - 4), c < len);
+  // rows x this chunk of a row-major [*, K] matrix into shared memory, zero past K. vec (K % 4 == 0,
+  // aligned): 16-byte asynchronous copies, all in flight at once.
+  auto stage = [&](float* dst, const float* src, int n_rows) {
+    if (vec) {
+      constexpr int c4s = kMixChunk / 4;
+      for (int i = threadIdx.x; i < n_rows * c4s; i += blockDim.x) {
+        const int r = i / c4s, c = (i % c4s) * 4;
+        cp_async16(dst + r * kMixChunk + c, src + r * K + k0 + min(c, len - 4), c < len);
+      }
+    } else {
+      for (int i = threadIdx.x; i < n_rows * kMixChunk; i += blockDim.x) {
+        const int r = i / kMixChunk, c = i % kMixChunk;
+        dst[i] = c < len ? src[r * K + k0 + c] : 0.0f;
+      }
     }
-    for (int i = threadIdx.x; i < n * c4s; i += blockDim.x) {
-      const int j = i / c4s, c = (i % c4s) * 4;
-      cp_async16(ws + j * kMixChunk + c, w + static_cast<int64_t>(j) * K + k0 + min(c, len - 4), c < len);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-  } else {
-    for (int i = threadIdx.x; i < tile_rows * kMixChunk; i += blockDim.x) {
-      const int r = i / kMixChunk, c = i % kMixChunk;
-      xs[i] = c < len ? x[(r0 + r) * K + k0 + c] : 0.0f;
-    }
-    for (int i = threadIdx.x; i < n * kMixChunk; i += blockDim.x) {
-      const int j = i / kMixChunk, c = i % kMixChunk;
-      ws[i] = c < len ? w[static_cast<int64_t>(j) * K + k0 + c] : 0.0f;
-    }
-  }
+  };
+  stage(xs, x + r0 * K, tile_rows);
+  stage(ws, w, n);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row_groups = (tile_rows + kMixRowsPerTask - 1) / kMixRowsPerTask;

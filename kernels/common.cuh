@@ -108,6 +108,43 @@ __device__ __forceinline__ const float* entry_ptr(const BatchDev& b, const State
   return st.blocks + static_cast<int64_t>(block) * st.block_floats + offset + static_cast<int64_t>(w % L.entries_per_block) * dim;
 }
 
+// The keys batch row r attends to, in order: its sliding window (oldest first, this step's rows from
+// kv, earlier ones from the ring), then the compressed entries (the row's `selected` ones, or all
+// visible). key(j) is null for a masked entry (selected -1, or past the sequence's blocks).
+struct AttentionKeys {
+  const float* kv;
+  const int32_t* selected;
+  int64_t sel_cols, r;
+  SeqInfo sq;
+  const float* ring;
+  int32_t lo, n_win;
+  int64_t total;
+
+  __device__ AttentionKeys(const BatchDev& b, const StateDev& st, const LayerDev& L, const float* kv_, const int32_t* selected_,
+                           int64_t sel_cols_, int64_t r_)
+      : kv(kv_), selected(selected_), sel_cols(sel_cols_), r(r_), sq(b.seqs[b.row_seq[r_]]) {
+    const int32_t p = b.positions[r];
+    ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
+    lo = max(0, p - L.window + 1);
+    n_win = p - lo + 1;
+    const int64_t n_comp = L.rate > 0 ? (selected ? sel_cols : (p + 1) / L.rate) : 0;
+    total = n_win + n_comp;
+  }
+
+  // (b, st, L: the same as given to the constructor.)
+  __device__ const float* key(int64_t j, const BatchDev& b, const StateDev& st, const LayerDev& L) const {
+    const int hd = L.head_dim;
+    if (j < n_win) {
+      const int32_t pos = lo + static_cast<int32_t>(j);
+      return pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * hd
+                              : ring + static_cast<int64_t>(pos % L.window) * hd;
+    }
+    const int64_t idx = j - n_win;
+    const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
+    return w >= 0 ? entry_ptr(b, st, L, sq, w, L.entry_offset, hd) : nullptr;
+  }
+};
+
 // Merges the key shares of an attention launch (partial: per (row, head, share) the unnormalised
 // sum over the share's keys, its max and its denominator) with the sinks; one block per (row, head).
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,

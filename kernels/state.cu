@@ -129,19 +129,13 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
   const int64_t r = rh / heads;
   const int h = static_cast<int>(rh % heads);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const SeqInfo sq = b.seqs[b.row_seq[r]];
-  const int32_t p = b.positions[r];
   const float* qrow = q + (r * heads + h) * hd;
   for (int c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = qrow[c];
   __syncthreads();
 
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  const float* ring = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
-  const int32_t lo = max(0, p - L.window + 1);
-  const int32_t n_win = p - lo + 1;
-  int64_t n_comp = 0;
-  if (L.rate > 0) n_comp = selected ? sel_cols : (p + 1) / L.rate;
-  const int64_t total = n_win + n_comp;
+  const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
+  const int64_t total = keys.total;
 
   float acc[kChunks];
 #pragma unroll
@@ -151,18 +145,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
   const int64_t share = (total + n_splits - 1) / n_splits;
   const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
   for (int64_t j = j_begin + warp; j < j_end; j += kAttnWarps) {
-    const float* key;
-    if (j < n_win) {
-      const int32_t pos = lo + static_cast<int32_t>(j);
-      key = pos >= sq.n_past ? kv + static_cast<int64_t>(sq.first_row + pos - sq.n_past) * hd
-                             : ring + static_cast<int64_t>(pos % L.window) * hd;
-    } else {
-      const int64_t idx = j - n_win;
-      const int32_t w = selected ? selected[r * sel_cols + idx] : static_cast<int32_t>(idx);
-      if (w < 0) continue;
-      key = entry_ptr(b, st, L, sq, w, L.entry_offset, hd);
-      if (!key) continue;
-    }
+    const float* key = keys.key(j, b, st, L);
+    if (!key) continue;
     float kr[kChunks];
     float dot = 0.0f;
 #pragma unroll

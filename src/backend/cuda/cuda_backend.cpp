@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <utility>
 
 namespace deepinfer {
 namespace {
@@ -584,34 +585,17 @@ class CudaBackend final : public Backend {
       kn::set_moe_kernel_version(value);
       return true;
     }
-    if (name == "mix_kernel") {
-      mix_kernel_ = value != 0;
-      return true;
-    }
-    if (name == "blas_moe") {
-      blas_moe_ = value != 0;
-      return true;
-    }
-    if (name == "big_moe_tiles") {
-      big_moe_tiles_ = value != 0;
-      return true;
-    }
-    if (name == "mqa_indexer") {
-      mqa_indexer_ = value != 0;
-      return true;
-    }
-    if (name == "mqa_attention") {
-      mqa_attention_ = value != 0;
-      return true;
-    }
-    if (name == "attention_split") {
-      attention_split_ = value != 0;
-      return true;
-    }
-    if (name == "zero_scratch") {
-      zero_all_scratch_ = value != 0;
-      return true;
-    }
+    static constexpr std::pair<const char*, bool CudaBackend::*> kSwitches[] = {
+        {"mix_kernel", &CudaBackend::mix_kernel_},         {"blas_moe", &CudaBackend::blas_moe_},
+        {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
+        {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
+        {"zero_scratch", &CudaBackend::zero_all_scratch_},
+    };
+    for (const auto& [option, member] : kSwitches)
+      if (name == option) {
+        this->*member = value != 0;
+        return true;
+      }
     return false;
   }
 
