@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
                                                                     int heads, BatchDev b, StateDev st, LayerDev L,
                                                                     float* __restrict__ out, int n_splits,
                                                                     float* __restrict__ part) {
+  pdl_begin();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kHeadTile][kLd]
   __nv_bfloat16* Ks = Qs + kHeadTile * kLd;                // [kKeyTile][kLd]
@@ -42,18 +43,18 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
 
   const float* qrow = q + (r * heads + h0) * kHd;
-  constexpr int kQLoads = kHeadTile * (kHd / 4) / kThreads;  // float4 per thread, issued 8 at a time
+  constexpr int kQLoads = kHeadTile * (kHd / 4) / kThreads, kQBatch = 16;  // float4 per thread, issued 16 at a time
 #pragma unroll
-  for (int batch = 0; batch < kQLoads / 8; ++batch) {
-    float4 v[8];
+  for (int batch = 0; batch < kQLoads / kQBatch; ++batch) {
+    float4 v[kQBatch];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int idx = (batch * 8 + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+    for (int u = 0; u < kQBatch; ++u) {
+      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
       v[u] = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int idx = (batch * 8 + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+    for (int u = 0; u < kQBatch; ++u) {
+      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
       store_bf16x4(Qs + h * kLd + c, v[u]);
     }
   }
@@ -234,7 +235,7 @@ cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, c
   const int groups = (heads + kHeadTile - 1) / kHeadTile;
   const int64_t blocks = static_cast<int64_t>(b.rows) * groups * n_splits;
   if (blocks > 2147483647) return cudaErrorInvalidValue;
-  mqa_attention_kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L,
+  launch(mqa_attention_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L,
                                                                                    out, n_splits, partial);
   if (n_splits > 1) return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s);
   return cudaGetLastError();

@@ -1,6 +1,9 @@
 // Elementwise and row-wise kernels: conversions, embedding, norms, rope, hyper-connections.
 #include "common.cuh"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace deepinfer::kernels {
 namespace {
 
@@ -26,6 +29,7 @@ __device__ __forceinline__ float random_value(uint64_t seed, uint64_t i, float m
 
 __global__ void fill_random_kernel(float* __restrict__ f, __nv_bfloat16* __restrict__ b, int64_t n, float mean, float stddev,
                                    uint64_t seed) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float v = random_value(seed, static_cast<uint64_t>(i), mean, stddev);
@@ -35,6 +39,7 @@ __global__ void fill_random_kernel(float* __restrict__ f, __nv_bfloat16* __restr
 }
 
 __global__ void spin_kernel(int64_t ns) {
+  pdl_begin();
   uint64_t t0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   for (;;) {
@@ -45,6 +50,7 @@ __global__ void spin_kernel(int64_t ns) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vec) {  // 4 at a time
@@ -62,6 +68,7 @@ __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* _
 
 __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* __restrict__ tf, int64_t vocab, int64_t cols,
                              const int32_t* __restrict__ tokens, float* __restrict__ out) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const int32_t tok = tokens[r];
   float* o = out + r * cols;
@@ -74,6 +81,7 @@ __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* 
 }
 
 __global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t cols, int times, float* __restrict__ out) {
+  pdl_begin();
   const int64_t n = rows * cols * times, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t r = i / (cols * times), c = i % cols;
@@ -83,6 +91,7 @@ __global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t
 
 // One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows).
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, bool vec, float* out) {
+  pdl_begin();
   __shared__ float red[32];
   const int64_t groups_per_row = cols / group;
   const int64_t r = blockIdx.x / groups_per_row, g = blockIdx.x % groups_per_row;
@@ -119,6 +128,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
 
 __global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
                             bool inverse) {
+  pdl_begin();
   const int half = rope.rope_dim / 2;
   const int64_t heads = cols / head_dim, n = rows * heads * half;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -137,44 +147,70 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, 
 }
 
 __global__ void add_kernel(float* a, const float* b, int64_t n) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) a[i] += b[i];
 }
 
 __global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const int32_t* __restrict__ rows, float* __restrict__ out) {
+  pdl_begin();
   const int64_t i = blockIdx.x;
   const float* src = x + static_cast<int64_t>(rows[i]) * cols;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
 }
 
 __global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, float limit) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float a = fminf(g[i], limit);
-    const float b = fminf(fmaxf(u[i], -limit), limit);
-    g[i] = a / (1.0f + expf(-a)) * b;
-  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) g[i] = swiglu_clamped(g[i], u[i], limit);
 }
 
-__global__ void swiglu_bf16_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float limit,
+// Four values per step when vec (n % 4 == 0, aligned).
+__global__ void swiglu_bf16_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float limit, bool vec,
                                    __nv_bfloat16* __restrict__ h) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float a = fminf(g[i], limit);
-    const float b = fminf(fmaxf(u[i], -limit), limit);
-    h[i] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * b);
+  if (vec) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4; i += stride) {
+      const float4 a = reinterpret_cast<const float4*>(g)[i], b = reinterpret_cast<const float4*>(u)[i];
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(swiglu_clamped(a.x, b.x, limit), swiglu_clamped(a.y, b.y, limit));
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(swiglu_clamped(a.z, b.z, limit), swiglu_clamped(a.w, b.w, limit));
+      uint2 o;
+      o.x = *reinterpret_cast<const uint32_t*>(&lo);
+      o.y = *reinterpret_cast<const uint32_t*>(&hi);
+      reinterpret_cast<uint2*>(h)[i] = o;
+    }
+    return;
   }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    h[i] = __float2bfloat16_rn(swiglu_clamped(g[i], u[i], limit));
 }
 
-constexpr int kMixChunk = 256, kMixMaxOut = 64, kMixTileRows = 32, kMixRowsPerTask = 4, kMixOutsPerTask = 6;
+// One step of a many-value warp sum: a lane keeps the lower (lane & off == 0) or upper H of its 2H
+// values, adding its partner's copy of that half; returns the offset of the kept half.
+template <int H>
+__device__ __forceinline__ int halve_over_warp(float* v, int lane, int off) {
+  const bool upper = lane & off;
+#pragma unroll
+  for (int i = 0; i < H; ++i) {
+    const float keep = upper ? v[H + i] : v[i], send = upper ? v[i] : v[H + i];
+    v[i] = keep + __shfl_xor_sync(kFull, send, off);
+  }
+  return upper ? H : 0;
+}
 
-// grid (row tiles of 32, column chunks of kMixChunk), 8 warps: partial[row][chunk][j]. The tile's
-// rows and the chunk of every weight row sit in shared memory; a warp task computes 4 rows x 6
-// outputs, so each value read feeds several products. Per output, lanes sum strided columns, then
-// the warp reduces: a row's value does not depend on the rest of the batch.
+constexpr int kMixChunk = 512, kMixTileRows = 32, kMixRowsPerTask = 8, kMixOutsPerTask = 6;
+
+// grid (row tiles of 32, column chunks of kMixChunk), 8 warps: partial[row][chunk][j] for j < n, and
+// [n] the chunk's sum of squares (for the RMS norm the mixes apply). The tile's rows and the chunk of
+// every weight row sit in shared memory; a warp task computes 8 rows x 6 outputs from 16-byte reads,
+// so each value read feeds several products, and the chunk is long enough (4 float4 per lane) that
+// the final warp reductions do not dominate. Per output, lanes sum strided columns, then the warp
+// reduces: a row's value does not depend on the rest of the batch.
 __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restrict__ x, int64_t rows, int64_t K,
                                                           const float* __restrict__ w, int n, int splits, bool vec,
                                                           float* __restrict__ partial) {
+  pdl_begin();
   extern __shared__ float mix_smem[];
   float* xs = mix_smem;                         // [kMixTileRows][kMixChunk]
   float* ws = xs + kMixTileRows * kMixChunk;    // [n][kMixChunk]
@@ -213,70 +249,151 @@ __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restric
     for (int r = 0; r < kMixRowsPerTask; ++r)
 #pragma unroll
       for (int j = 0; j < kMixOutsPerTask; ++j) acc[r][j] = 0.0f;
-    for (int c = lane; c < kMixChunk; c += 32) {
-      float xv[kMixRowsPerTask], wv[kMixOutsPerTask];
+    for (int c = lane * 4; c < kMixChunk; c += 128) {
+      const float4 zero = make_float4(0, 0, 0, 0);
+      float4 xv[kMixRowsPerTask], wv[kMixOutsPerTask];
 #pragma unroll
-      for (int r = 0; r < kMixRowsPerTask; ++r) xv[r] = ra + r < tile_rows ? xs[(ra + r) * kMixChunk + c] : 0.0f;
+      for (int r = 0; r < kMixRowsPerTask; ++r)
+        xv[r] = ra + r < tile_rows ? *reinterpret_cast<const float4*>(xs + (ra + r) * kMixChunk + c) : zero;
 #pragma unroll
-      for (int j = 0; j < kMixOutsPerTask; ++j) wv[j] = ja + j < n ? ws[(ja + j) * kMixChunk + c] : 0.0f;
+      for (int j = 0; j < kMixOutsPerTask; ++j) wv[j] = ja + j < n ? *reinterpret_cast<const float4*>(ws + (ja + j) * kMixChunk + c) : zero;
 #pragma unroll
       for (int r = 0; r < kMixRowsPerTask; ++r)
 #pragma unroll
-        for (int j = 0; j < kMixOutsPerTask; ++j) acc[r][j] += wv[j] * xv[r];
+        for (int j = 0; j < kMixOutsPerTask; ++j) {
+          float a = acc[r][j];
+          a = fmaf(wv[j].x, xv[r].x, a);
+          a = fmaf(wv[j].y, xv[r].y, a);
+          a = fmaf(wv[j].z, xv[r].z, a);
+          acc[r][j] = fmaf(wv[j].w, xv[r].w, a);
+        }
     }
+    // The 48 sums over the warp at once: each butterfly step halves the values a lane carries (it
+    // keeps one half, adds its partner's copy of that half), 48 shuffles instead of 48 x 5.
+    constexpr int kTask = kMixRowsPerTask * kMixOutsPerTask;
+    static_assert(kTask == 48, "the halving steps below assume 48 values");
+    float v[kTask];
 #pragma unroll
-    for (int r = 0; r < kMixRowsPerTask; ++r)
+    for (int i = 0; i < kTask; ++i) v[i] = acc[i / kMixOutsPerTask][i % kMixOutsPerTask];
+    int base = halve_over_warp<24>(v, lane, 16);  // (in this order) index of v[0] among the 48
+    base += halve_over_warp<12>(v, lane, 8);
+    base += halve_over_warp<6>(v, lane, 4);
+    base += halve_over_warp<3>(v, lane, 2);
 #pragma unroll
-      for (int j = 0; j < kMixOutsPerTask; ++j) {
-        const float v = warp_sum(acc[r][j]);
-        if (lane == 0 && ra + r < tile_rows && ja + j < n) partial[((r0 + ra + r) * splits + blockIdx.y) * n + ja + j] = v;
+    for (int i = 0; i < 3; ++i) v[i] += __shfl_xor_sync(kFull, v[i], 1);
+    if ((lane & 1) == 0)
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const int r = (base + i) / kMixOutsPerTask, j = (base + i) % kMixOutsPerTask;
+        if (ra + r < tile_rows && ja + j < n) partial[((r0 + ra + r) * splits + blockIdx.y) * (n + 1) + ja + j] = v[i];
       }
   }
-}
-
-__global__ void mix_reduce_kernel(const float* __restrict__ partial, int64_t rows, int n, int splits, float* __restrict__ out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * n) return;
-  const int64_t t = i / n, j = i % n;
-  float acc = 0.0f;
-  for (int s = 0; s < splits; ++s) acc += partial[(t * splits + s) * n + j];
-  out[i] = acc;
-}
-
-// One block per row: the row's inverse RMS over all hc*d values.
-__device__ float row_inv_rms(const float* s, int64_t n, float eps, float* red, bool vec = false) {
-  float ss = 0.0f;
-  if (vec) {  // n % 4 == 0, s 16-byte aligned
-    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
-      const float4 v = reinterpret_cast<const float4*>(s)[i];
+  for (int r = warp; r < tile_rows; r += 8) {
+    float ss = 0.0f;
+    for (int c = lane * 4; c < kMixChunk; c += 128) {
+      const float4 v = *reinterpret_cast<const float4*>(xs + r * kMixChunk + c);
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += s[i] * s[i];
+    ss = warp_sum(ss);
+    if (lane == 0) partial[((r0 + r) * splits + blockIdx.y) * (n + 1) + n] = ss;
   }
-  ss = block_sum(ss, red);
-  return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
 }
 
-// Sinkhorn normalisation of one row's n x n combination matrix, one thread per element (n * n <=
-// blockDim.x). Sums run in the reference's order (j, then i ascending), so every thread divides by the
-// same value the serial loop would. `sync` is __syncwarp when the matrix fits one warp, else
-// __syncthreads; threads past n * n only take part in the synchronisation.
-template <typename Sync>
-__device__ void sinkhorn(float* c, int n, int iters, float eps, Sync sync) {
+// One block per row: out[t * ld] = Σ x[t, :]² (the sum of squares next to a mix cuBLAS computed).
+__global__ void row_sumsq_kernel(const float* __restrict__ x, int64_t K, float* __restrict__ out, int64_t ld) {
+  pdl_begin();
+  __shared__ float red[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * K;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < K; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, red);
+  if (threadIdx.x == 0) out[static_cast<int64_t>(blockIdx.x) * ld] = ss;
+}
+
+// A hyper-connection block's view of its row: the mix (summed over the partials in a fixed order) and
+// the inverse RMS of the row's hc * d stream values, in shared memory.
+__device__ void load_mix(const float* __restrict__ partial, int splits, int n_mix, int64_t t, int64_t n_values, float norm_eps,
+                         float* mix, float* inv) {
+  // One warp per value, lanes over the splits (loads in parallel, a fixed summation tree).
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int j = warp; j <= n_mix; j += nw) {
+    const float* p = partial + t * splits * (n_mix + 1) + j;
+    float acc = 0.0f;
+    for (int sp = lane; sp < splits; sp += 32) acc += p[sp * (n_mix + 1)];
+    acc = warp_sum(acc);
+    if (lane == 0) mix[j] = acc;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *inv = 1.0f / sqrtf(mix[n_mix] / static_cast<float>(n_values) + norm_eps);
+  __syncthreads();
+}
+
+// The weighted sum of a row's hc streams over the block's column chunks: chunk `first`, then every
+// `step`-th, of blockDim.x columns (or float4s when vec).
+__device__ __forceinline__ void collapse_columns(const float* s, const float* pre, int hc, int64_t d, int64_t first, int64_t step, bool vec,
+                                                 float* out) {
+  if (vec) {
+    for (int64_t k = first * blockDim.x + threadIdx.x; k < d / 4; k += step * blockDim.x) {
+      float4 acc = make_float4(0, 0, 0, 0);
+      for (int i = 0; i < hc; ++i) {
+        const float4 v = reinterpret_cast<const float4*>(s + i * d)[k];
+        acc.x += pre[i] * v.x;
+        acc.y += pre[i] * v.y;
+        acc.z += pre[i] * v.z;
+        acc.w += pre[i] * v.w;
+      }
+      reinterpret_cast<float4*>(out)[k] = acc;
+    }
+    return;
+  }
+  for (int64_t k = first * blockDim.x + threadIdx.x; k < d; k += step * blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < hc; ++i) acc += pre[i] * s[i * d + k];
+    out[k] = acc;
+  }
+}
+
+// Sinkhorn normalisation of one row's n x n combination matrix. Sums run in the reference's order (j,
+// then i ascending), so every element is divided by the value the serial loop would use.
+//
+// Small matrices (n * n <= 32) in one warp's registers: lane e holds element (e / n, e % n) and
+// gathers its row or column by shuffles (every lane of the warp takes part). Returns its element.
+__device__ float sinkhorn_warp(float logit, int n, int iters, float eps) {
+  const int e = threadIdx.x & 31, i = e / n, j = e % n;
+  float mx = -INFINITY;
+  for (int k = 0; k < n; ++k) mx = fmaxf(mx, __shfl_sync(kFull, logit, i * n + k));
+  float sum = 0.0f;
+  for (int k = 0; k < n; ++k) sum += expf(__shfl_sync(kFull, logit, i * n + k) - mx);
+  float v = expf(logit - mx) / sum + eps;  // softmax of the row, then + eps
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+      float r = 0.0f;
+      for (int k = 0; k < n; ++k) r += __shfl_sync(kFull, v, i * n + k);
+      v = v / (r + eps);
+    }
+    float c = 0.0f;
+    for (int k = 0; k < n; ++k) c += __shfl_sync(kFull, v, k * n + j);
+    v = v / (c + eps);
+  }
+  return v;
+}
+
+// Larger ones in shared memory, one thread per element (n * n <= blockDim.x); every thread of the
+// block calls it.
+__device__ void sinkhorn_block(float* c, int n, int iters, float eps) {
   const int e = threadIdx.x, i = e / n, j = e % n;
   const bool own = e < n * n;
   float v = 0.0f;
-  if (own) {  // softmax of the row, then + eps
+  if (own) {
     float mx = -INFINITY;
     for (int k = 0; k < n; ++k) mx = fmaxf(mx, c[i * n + k]);
     float sum = 0.0f;
     for (int k = 0; k < n; ++k) sum += expf(c[i * n + k] - mx);
     v = expf(c[e] - mx) / sum + eps;
   }
-  sync();
+  __syncthreads();
   if (own) c[e] = v;
-  sync();
+  __syncthreads();
   for (int it = 0; it < iters; ++it) {
     if (it > 0) {  // rows
       if (own) {
@@ -284,74 +401,64 @@ __device__ void sinkhorn(float* c, int n, int iters, float eps, Sync sync) {
         for (int k = 0; k < n; ++k) sum += c[i * n + k];
         v = c[e] / (sum + eps);
       }
-      sync();
+      __syncthreads();
       if (own) c[e] = v;
-      sync();
+      __syncthreads();
     }
     if (own) {  // columns
       float sum = 0.0f;
       for (int k = 0; k < n; ++k) sum += c[k * n + j];
       v = c[e] / (sum + eps);
     }
-    sync();
+    __syncthreads();
     if (own) c[e] = v;
-    sync();
+    __syncthreads();
   }
 }
 
-// One block per row (blockDim.x >= kMaxHc * kMaxHc).
-__global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
+// grid (rows, column blocks): with one column block (many rows) each block does its whole row; with
+// more (decode), the last block writes post and comb (the Sinkhorn, a serial chain) while the others
+// collapse their columns. blockDim.x >= kMaxHc * kMaxHc.
+__global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ partial, int splits, int hc, int64_t d,
                               const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
                               float norm_eps, bool vec, float* __restrict__ collapsed, float* __restrict__ post,
                               float* __restrict__ comb) {
-  __shared__ float red[32];
+  pdl_begin();
+  __shared__ float m[(2 + kMaxHc) * kMaxHc + 1];
+  __shared__ float inv;
   __shared__ float pre[kMaxHc];
   __shared__ float c[kMaxHc * kMaxHc];
   const int64_t t = blockIdx.x;
-  const int n = hc, nn = n * n, mix_size = (2 + n) * n;
-  const float* s = streams + t * n * d;
-  const float* m = mix + t * mix_size;
-  const float inv = row_inv_rms(s, n * d, norm_eps, red, vec);
+  const int n = hc, nn = n * n;
+  load_mix(partial, splits, (2 + n) * n, t, n * d, norm_eps, m, &inv);
   const int tid = threadIdx.x;
-  if (tid < n) {
-    pre[tid] = sigmoidf_(m[tid] * inv * scale[0] + base[tid]) + eps;
-    post[t * n + tid] = 2.0f * sigmoidf_(m[n + tid] * inv * scale[1] + base[n + tid]);
-  }
-  if (tid < nn) c[tid] = m[2 * n + tid] * inv * scale[2] + base[2 * n + tid];
-  if (nn <= 32) {
-    __syncwarp();
-    if (tid < 32) sinkhorn(c, n, iters, eps, [] { __syncwarp(); });
-  } else {
-    __syncthreads();
-    sinkhorn(c, n, iters, eps, [] { __syncthreads(); });
-  }
-  if (tid < nn) comb[t * nn + tid] = c[tid];
-  __syncthreads();
-  if (vec) {  // d % 4 == 0: four columns per step
-    for (int64_t k = tid; k < d / 4; k += blockDim.x) {
-      float4 acc = make_float4(0, 0, 0, 0);
-      for (int i = 0; i < n; ++i) {
-        const float4 v = reinterpret_cast<const float4*>(s + i * d)[k];
-        acc.x += pre[i] * v.x;
-        acc.y += pre[i] * v.y;
-        acc.z += pre[i] * v.z;
-        acc.w += pre[i] * v.w;
+  const bool whole_row = gridDim.y == 1;
+  if (whole_row || blockIdx.y == gridDim.y - 1) {
+    if (tid < n) post[t * n + tid] = 2.0f * sigmoidf_(m[n + tid] * inv * scale[1] + base[n + tid]);
+    auto logit = [&](int e) { return m[2 * n + e] * inv * scale[2] + base[2 * n + e]; };
+    if (nn <= 32) {
+      if (tid < 32) {
+        const float v = sinkhorn_warp(tid < nn ? logit(tid) : 0.0f, n, iters, eps);
+        if (tid < nn) comb[t * nn + tid] = v;
       }
-      reinterpret_cast<float4*>(collapsed + t * d)[k] = acc;
+    } else {
+      if (tid < nn) c[tid] = logit(tid);
+      sinkhorn_block(c, n, iters, eps);
+      if (tid < nn) comb[t * nn + tid] = c[tid];
     }
-    return;
+    if (!whole_row) return;
   }
-  for (int64_t k = tid; k < d; k += blockDim.x) {
-    float acc = 0.0f;
-    for (int i = 0; i < n; ++i) acc += pre[i] * s[i * d + k];
-    collapsed[t * d + k] = acc;
-  }
+  if (tid < n) pre[tid] = sigmoidf_(m[tid] * inv * scale[0] + base[tid]) + eps;
+  __syncthreads();
+  const int64_t col_blocks = whole_row ? 1 : gridDim.y - 1;
+  collapse_columns(streams + t * n * d, pre, n, d, blockIdx.y, col_blocks, vec, collapsed + t * d);
 }
 
 // grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
 // when d % 4 == 0 (vec). The sum runs in the reference's order: post * out, then j ascending.
 __global__ void hc_post_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
                                const float* __restrict__ comb, int hc, int64_t d, bool vec, float* __restrict__ ns) {
+  pdl_begin();
   const int64_t tk = blockIdx.x, t = tk / hc;
   const int k = static_cast<int>(tk % hc);
   const float* s = streams + t * hc * d;
@@ -379,50 +486,60 @@ __global__ void hc_post_kernel(const float* __restrict__ streams, const float* _
   }
 }
 
-__global__ void hc_head_kernel(const float* __restrict__ streams, const float* __restrict__ mix, int hc, int64_t d,
-                               const float* __restrict__ base, const float* __restrict__ scale, float eps, float norm_eps,
+// grid (rows, column chunks), as hc_pre_kernel without the Sinkhorn.
+__global__ void hc_head_kernel(const float* __restrict__ streams, const float* __restrict__ partial, int splits, int hc, int64_t d,
+                               const float* __restrict__ base, const float* __restrict__ scale, float eps, float norm_eps, bool vec,
                                float* __restrict__ out) {
-  __shared__ float red[32];
+  pdl_begin();
+  __shared__ float m[kMaxHc + 1];
+  __shared__ float inv;
   __shared__ float pre[kMaxHc];
   const int64_t t = blockIdx.x;
-  const float* s = streams + t * hc * d;
-  const float inv = row_inv_rms(s, hc * d, norm_eps, red);
-  if (threadIdx.x < hc) pre[threadIdx.x] = sigmoidf_(mix[t * hc + threadIdx.x] * inv * scale[0] + base[threadIdx.x]) + eps;
+  load_mix(partial, splits, hc, t, hc * d, norm_eps, m, &inv);
+  if (threadIdx.x < hc) pre[threadIdx.x] = sigmoidf_(m[threadIdx.x] * inv * scale[0] + base[threadIdx.x]) + eps;
   __syncthreads();
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
-    float acc = 0.0f;
-    for (int i = 0; i < hc; ++i) acc += pre[i] * s[i * d + k];
-    out[t * d + k] = acc;
-  }
+  collapse_columns(streams + t * hc * d, pre, hc, d, blockIdx.y, gridDim.y, vec, out + t * d);
 }
 
+int g_pdl = -1;  // -1: not yet read from DEEPINFER_PDL
+
 }  // namespace
+
+bool pdl_enabled() {
+  if (g_pdl < 0) {
+    const char* v = std::getenv("DEEPINFER_PDL");
+    g_pdl = v && std::string_view(v) == "0" ? 0 : 1;
+  }
+  return g_pdl == 1;
+}
+
+void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 
 cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   const bool vec = (n % 4) == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
   const unsigned b = blocks_for(vec ? n / 4 : n, 256);
-  f32_to_bf16_kernel<<<b > 4096 ? 4096 : b, 256, 0, s>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n, vec);
+  launch(f32_to_bf16_kernel, b > 4096 ? 4096 : b, 256, 0, s)(x, reinterpret_cast<__nv_bfloat16*>(y), n, vec);
   return cudaGetLastError();
 }
 
 cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
   if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
   const unsigned b = blocks_for(n, 256);
-  fill_random_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
+  launch(fill_random_kernel, b > 8192 ? 8192 : b, 256, 0, s)(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
   return cudaGetLastError();
 }
 
 cudaError_t spin(int64_t ns, cudaStream_t s) {
   if (ns <= 0) return cudaSuccess;
-  spin_kernel<<<1, 1, 0, s>>>(ns);
+  launch(spin_kernel, 1, 1, 0, s)(ns);
   return cudaGetLastError();
 }
 
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
                   int64_t rows, float* out, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  embed_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab,
+  launch(embed_kernel, static_cast<unsigned>(rows), 256, 0, s)(reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab,
                                                            cols, tokens, out);
   return cudaGetLastError();
 }
@@ -431,7 +548,7 @@ cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times
   const int64_t n = rows * cols * times;
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
-  repeat_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(x, rows, cols, times, out);
+  launch(repeat_kernel, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, times, out);
   return cudaGetLastError();
 }
 
@@ -442,7 +559,7 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t row
   const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
   auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = group % 4 == 0 && cols % 4 == 0 && al(x) && al(weight) && al(out);
-  rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, weight, eps, cols, group, vec, out);
+  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(x, weight, eps, cols, group, vec, out);
   return cudaGetLastError();
 }
 
@@ -451,48 +568,49 @@ cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, 
   const int64_t n = rows * (cols / head_dim) * (r.rope_dim / 2);
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
-  rope_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(x, rows, cols, head_dim, r, positions, inverse);
+  launch(rope_kernel, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, head_dim, r, positions, inverse);
   return cudaGetLastError();
 }
 
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   unsigned g = blocks_for(n, 256);
-  add_kernel<<<g > 8192 ? 8192 : g, 256, 0, s>>>(a, b, n);
+  launch(add_kernel, g > 8192 ? 8192 : g, 256, 0, s)(a, b, n);
   return cudaGetLastError();
 }
 
 cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
   if (n <= 0 || cols <= 0) return cudaSuccess;
-  gather_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, cols, rows, out);
+  launch(gather_kernel, static_cast<unsigned>(n), 256, 0, s)(x, cols, rows, out);
   return cudaGetLastError();
 }
 
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
-  swiglu_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(g, u, n, limit);
+  launch(swiglu_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit);
   return cudaGetLastError();
 }
 
 cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
-  unsigned b = blocks_for(n, 256);
-  swiglu_bf16_kernel<<<b > 8192 ? 8192 : b, 256, 0, s>>>(g, u, n, limit, reinterpret_cast<__nv_bfloat16*>(h));
+  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(h) % 8 == 0;
+  unsigned b = blocks_for(vec ? n / 4 : n, 256);
+  launch(swiglu_bf16_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit, vec, reinterpret_cast<__nv_bfloat16*>(h));
   return cudaGetLastError();
 }
 
-int mix_gemm_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
+int mix_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
 
-cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, float* out,
-                     cudaStream_t s) {
+cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, cudaStream_t s) {
   if (rows <= 0 || K <= 0 || n <= 0) return cudaSuccess;
   if (n > kMixMaxOut) return cudaErrorInvalidValue;
-  const int splits = mix_gemm_splits(K);
+  const int splits = mix_splits(K);
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
-  static bool attr_set = false;  // up to 96 KB of shared memory: above the default limit
+  static bool attr_set = false;  // up to 192 KB of shared memory: above the default limit
   if (!attr_set) {
     const cudaError_t e = cudaFuncSetAttribute(mix_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk));
@@ -500,20 +618,41 @@ cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, in
     attr_set = true;
   }
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s>>>(x, rows, K, w, n, splits, vec,
+  launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);
-  mix_reduce_kernel<<<blocks_for(rows * n, 256), 256, 0, s>>>(partial, rows, n, splits, out);
   return cudaGetLastError();
 }
 
-cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (rows > 2147483647) return cudaErrorInvalidValue;
+  launch(row_sumsq_kernel, static_cast<unsigned>(rows), 256, 0, s)(x, K, out, ld);
+  return cudaGetLastError();
+}
+
+namespace {
+// The grid of hc_pre / hc_head: a block per row when rows alone fill the GPU (prefill); else the
+// row's columns spread over blocks of 256 threads (four columns each when vec), + 1 for hc_pre's
+// Sinkhorn.
+constexpr int64_t kHcManyRows = 264;
+dim3 hc_grid(int64_t rows, int64_t d, bool vec, bool sinkhorn_block) {
+  if (rows >= kHcManyRows) return dim3(static_cast<unsigned>(rows), 1);
+  const int64_t per_block = 256 * (vec ? 4 : 1);
+  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>((d + per_block - 1) / per_block + (sinkhorn_block ? 1 : 0)));
+}
+bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
+  return hc >= 1 && hc <= kMaxHc && splits >= 1 && rows <= 2147483647 && hc_grid(rows, d, vec, true).y <= 65535;
+}
+}  // namespace
+
+cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
                    float* comb, cudaStream_t s) {
-  if (rows <= 0) return cudaSuccess;
-  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0;
-  hc_pre_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(streams, mix, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters,
-                                                            eps, norm_eps, vec, collapsed, post, comb);
+  if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
+  launch(hc_pre_kernel, hc_grid(rows, d, vec, true), 256, 0, s)(streams, partial, splits, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters,
+                                                      eps, norm_eps, vec, collapsed, post, comb);
   return cudaGetLastError();
 }
 
@@ -524,16 +663,17 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
   const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
-  hc_post_kernel<<<dim3(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks)), 256, 0, s>>>(streams, out, post, comb, hc, d,
+  launch(hc_post_kernel, dim3(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, hc, d,
                                                                                                         vec, new_streams);
   return cudaGetLastError();
 }
 
-cudaError_t hc_head(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                     const float* scale, float eps, float norm_eps, float* out, cudaStream_t s) {
-  if (rows <= 0) return cudaSuccess;
-  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
-  hc_head_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(streams, mix, hc, d, base, scale, eps, norm_eps, out);
+  if (rows <= 0 || d <= 0) return cudaSuccess;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
+  launch(hc_head_kernel, hc_grid(rows, d, vec, false), 256, 0, s)(streams, partial, splits, hc, d, base, scale, eps, norm_eps, vec, out);
   return cudaGetLastError();
 }
 

@@ -6,10 +6,49 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace deepinfer::kernels {
 
 inline constexpr unsigned kFull = 0xffffffffu;
+
+// Programmatic dependent launch (sm_90+). Every kernel here begins with pdl_begin() (the weight
+// streaming ones may first ask L2 for weights, which no kernel writes): wait until the kernel before
+// it in the stream has finished and its writes are visible, then let the next kernel launch, so that
+// its blocks are scheduled (and reach their own wait) while this one runs; the launch and ramp-up of
+// each small decode kernel overlap the previous one. Without the launch attribute (set_pdl(false),
+// or a launch by another library) both instructions do nothing.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute.
+template <typename... P>
+struct Launch {
+  void (*kernel)(P...);
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute attr;
+  template <typename... A>
+  cudaError_t operator()(A&&... args) {
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+  }
+};
+template <typename... P>
+Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s) {
+  Launch<P...> l{kernel, {}, {}};
+  l.cfg.gridDim = grid;
+  l.cfg.blockDim = block;
+  l.cfg.dynamicSmemBytes = smem;
+  l.cfg.stream = s;
+  l.attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  l.attr.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  return l;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -78,6 +117,13 @@ __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// The clamped SwiGLU of one gate / up pair: silu(min(g, limit)) * clamp(u, -limit, limit).
+__device__ __forceinline__ float swiglu_clamped(float g, float u, float limit) {
+  const float a = fminf(g, limit);
+  const float b = fminf(fmaxf(u, -limit), limit);
+  return a / (1.0f + expf(-a)) * b;
+}
+
 __device__ __forceinline__ bf16_t to_bf16_bits(float f) {
   __nv_bfloat16 h = __float2bfloat16_rn(f);
   return *reinterpret_cast<bf16_t*>(&h);
@@ -145,8 +191,10 @@ struct AttentionKeys {
   }
 };
 
+inline constexpr int kMaxAttnSplits = 32;
 // Merges the key shares of an attention launch (partial: per (row, head, share) the unnormalised
 // sum over the share's keys, its max and its denominator) with the sinks; one block per (row, head).
+// n_splits <= kMaxAttnSplits.
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
                               cudaStream_t s);
 

@@ -53,6 +53,12 @@ struct CompressJob {
   int32_t seq, w;
 };
 
+// Programmatic dependent launch for every kernel of this library (on by default; the environment
+// variable DEEPINFER_PDL=0 sets the initial choice). Takes effect for later launches (and graph
+// captures).
+bool pdl_enabled();
+void set_pdl(bool on);
+
 // --- elementwise / row ops (basic.cu)
 cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s);
 // Element i = mean + stddev * u(seed, i), u uniform with unit variance (src/backend/random_fill.h
@@ -77,23 +83,47 @@ cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_
 // h = bf16(silu(min(g, limit)) * clamp(u, -limit, limit))
 cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
 
-// out[t, j] = sum_k x[t, k] w[j, k] for a few outputs (n <= 64), all fp32: the hyper-connection mixes
-// (n = (2 + hc) hc and hc), where a general GEMM library leaves most of the GPU idle. Deterministic:
-// partial sums over column chunks (partial: rows * mix_gemm_splits(K) * n floats), then their sum
-// in chunk order.
-int mix_gemm_splits(int64_t K);
-cudaError_t mix_gemm(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, float* out,
-                     cudaStream_t s);
+// Hyper-connection mixes: for a few outputs (n <= kMixMaxOut), all fp32, where a general GEMM
+// library leaves most of the GPU idle. partial [rows][mix_splits(K)][n + 1]: per column chunk of x,
+// x · w[j] for j < n and, at n, Σ x² (the RMS norm the mixes apply). Deterministic: the consumers
+// (hc_pre, hc_head) sum the chunks in a fixed order.
+inline constexpr int kMixMaxOut = 64;
+int mix_splits(int64_t K);
+cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, cudaStream_t s);
+// out[t * ld] = Σ_k x[t, k]² (with a mix computed elsewhere into a one-split partial).
+cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, cudaStream_t s);
 
-// Hyper-connections. `mix` holds streams @ fn^T of the raw (un-normalised) streams; the kernels apply
-// the unweighted RMS norm of each row to it.
-cudaError_t hc_pre(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
+// Hyper-connections from the mix partials of the raw (un-normalised) streams (`splits` chunks of
+// (2 + hc) hc + 1, resp. hc + 1, values per row); the kernels apply the unweighted RMS norm of each row.
+cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
                    float* comb, cudaStream_t s);
+cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
+                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
                     int64_t d, float* new_streams, cudaStream_t s);
-cudaError_t hc_head(const float* streams, const float* mix, int64_t rows, int hc, int64_t d, const float* base,
-                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
+
+// --- products of a few rows (gemv.cu): decode steps, where reading each weight once at full
+// bandwidth is all that matters. fp32 activations (not rounded to bf16), bf16 weights, fp32
+// accumulation in a fixed order (a row's result does not depend on the others).
+inline constexpr int kGemvMaxRows = 4;
+// k a multiple of 8, rows of x (ldx floats apart) and w 16-byte aligned.
+bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k);
+// out[r, o] (ldo floats apart) = x[r, g k .. g k + k) · w[o, :k] for r < rows <= kGemvMaxRows and
+// o < n_out, where g = o / n_group (n_group = n_out: a plain product; else a grouped one).
+cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
+                 int64_t ldo, cudaStream_t s);
+// Experts of a few rows without a permutation. h [entries, inter] fp32: entry e (row e / top_k,
+// expert experts[e], or expert 0 when experts is null) = weights[e] (null: 1) * clamped
+// SwiGLU(x · w1[ex]^T, x · w3[ex]^T); zeros for an invalid expert. entries <= 65535.
+cudaError_t expert_gate_up(const float* x, int64_t d, const int32_t* experts, const float* weights, int64_t entries, int top_k, int n_exp,
+                           const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit, float* h, cudaStream_t s);
+// out[t] = (accumulate ? out[t] : 0) + Σ_i h[t top_k + i] @ w2[ex_i]^T, summed in order i (invalid
+// experts add nothing). rows * top_k <= 65535. With top_k > 1: part [rows * top_k, d] floats of
+// scratch and expert_down_counters(rows, d) counters that are zero (the launch leaves them zero).
+int64_t expert_down_counters(int64_t rows, int64_t d);
+cudaError_t expert_down(const float* h, int64_t inter, const int32_t* experts, int64_t rows, int top_k, int n_exp, const bf16_t* w2,
+                        int64_t d, bool accumulate, float* out, float* part, unsigned* counters, cudaStream_t s);
 
 // --- model state (state.cu)
 // Pools each closing window of `jobs` into one normalised, rotated entry (reads this step's kv/gate

@@ -17,6 +17,7 @@ constexpr int kLd = kMaxDim + 8;  // bf16 row stride: ldmatrix rows hit distinct
 __global__ void __launch_bounds__(kThreads) indexer_scores_mqa_kernel(const float* __restrict__ q, const float* __restrict__ weights,
                                                                      int heads, int64_t row_begin, BatchDev b, StateDev st, LayerDev L,
                                                                      int tiles_per_block, float* __restrict__ scores, int64_t ld) {
+  pdl_begin();
   __shared__ __align__(16) __nv_bfloat16 Qs[kHeads * kLd];
   __shared__ __align__(16) __nv_bfloat16 Ks[kTile * kLd];
   __shared__ float ws[kHeads];
@@ -106,7 +107,7 @@ cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, 
   const int per_block = n_rows >= 64 ? 8 : 1;
   const int64_t chunks = (tiles + per_block - 1) / per_block;
   if (chunks > 65535 || n_rows > 2147483647) return cudaErrorInvalidValue;
-  indexer_scores_mqa_kernel<<<dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(chunks)), kThreads, 0, s>>>(
+  launch(indexer_scores_mqa_kernel, dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(chunks)), kThreads, 0, s)(
       q, weights, heads, row_begin, b, st, L, per_block, scores, ld);
   return cudaGetLastError();
 }

@@ -19,6 +19,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __
                                                                  int64_t table_rows, const int32_t* __restrict__ tokens, int score,
                                                                  int top_k, float scaling, int32_t* __restrict__ experts,
                                                                  float* __restrict__ weights) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __
 
 __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t entries, int n_exp, int32_t* counts,
                                  int32_t* __restrict__ local) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride) {
     const int32_t e = experts[i];
@@ -99,6 +101,7 @@ __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t en
 // One block: offsets = exclusive scan of counts; tiles of tile_rows rows per expert.
 __global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, int tile_rows, int32_t* __restrict__ offsets,
                                 int4* __restrict__ tiles, int32_t* __restrict__ n_tiles) {
+  pdl_begin();
   __shared__ int red[33];
   int row_carry = 0, tile_carry = 0;
   for (int base = 0; base < n_exp; base += blockDim.x) {
@@ -126,6 +129,7 @@ __global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, i
 
 __global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ offsets,
                                const int32_t* __restrict__ local, int32_t* __restrict__ pos) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
     pos[i] = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
@@ -133,18 +137,32 @@ __global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entr
 
 __global__ void moe_slab_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ local, int cap,
                                 int32_t* __restrict__ pos) {
+  pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
     pos[i] = local[i] >= 0 ? experts[i] * cap + local[i] : -1;
 }
 
-__global__ void moe_gather_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos,
+// One block per entry; four columns per step when vec (d % 4 == 0, aligned rows).
+__global__ void moe_gather_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos, bool vec,
                                   __nv_bfloat16* __restrict__ xperm) {
+  pdl_begin();
   const int64_t i = blockIdx.x;
   const int32_t p = pos[i];
   if (p < 0) return;
   const float* src = x + (i / top_k) * d;
   __nv_bfloat16* dst = xperm + static_cast<int64_t>(p) * d;
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < d / 4; c += blockDim.x) {
+      const float4 v = reinterpret_cast<const float4*>(src)[c];
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+      uint2 u;
+      u.x = *reinterpret_cast<const uint32_t*>(&lo);
+      u.y = *reinterpret_cast<const uint32_t*>(&hi);
+      reinterpret_cast<uint2*>(dst)[c] = u;
+    }
+    return;
+  }
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) dst[c] = __float2bfloat16_rn(src[c]);
 }
 
@@ -168,6 +186,7 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
                                                        const __nv_bfloat16* __restrict__ W1, int64_t K, int64_t N, float limit,
                                                        const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
                                                        __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
+  pdl_begin();
   using namespace nvcuda;
   constexpr int NW = kGateUp ? 2 : 1;
   __shared__ __align__(128) __nv_bfloat16 As[kBM * kLds];
@@ -228,9 +247,7 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
     const int64_t row = r0 + r, col = n0 + c;
     if (row >= r1 || col >= N) continue;
     if constexpr (kGateUp) {
-      const float a = fminf(Cs[0][r * kCld + c], limit);
-      const float u = fminf(fmaxf(Cs[1][r * kCld + c], -limit), limit);
-      H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
+      H[row * N + col] = __float2bfloat16_rn(swiglu_clamped(Cs[0][r * kCld + c], Cs[1][r * kCld + c], limit));
     } else {
       Y[row * N + col] = Cs[0][r * kCld + c];
     }
@@ -269,6 +286,7 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
     const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1, int64_t K,
     int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, __nv_bfloat16* __restrict__ H,
     float* __restrict__ Y) {
+  pdl_begin();
   using namespace nvcuda;
   using Sh = V2Shape<kRows>;
   constexpr int NW = kGateUp ? 2 : 1, T = Sh::kThreads, FM = Sh::kFragM, FN = kCols / 32, CLD = kCols + 4;
@@ -360,9 +378,7 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
     const int64_t row = r0 + r, col = n0 + c;
     if (row >= r1 || col >= N) continue;
     if constexpr (kGateUp) {
-      const float a = fminf(Cs[r * CLD + c], limit);
-      const float u = fminf(fmaxf(Cs[kRows * CLD + r * CLD + c], -limit), limit);
-      H[row * N + col] = __float2bfloat16_rn(a / (1.0f + expf(-a)) * u);
+      H[row * N + col] = __float2bfloat16_rn(swiglu_clamped(Cs[r * CLD + c], Cs[kRows * CLD + r * CLD + c], limit));
     } else {
       Y[row * N + col] = Cs[r * CLD + c];
     }
@@ -380,7 +396,7 @@ cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, con
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
-  moe_gemm_v2_kernel<kGateUp, kRows, kCols><<<grid, V2Shape<kRows>::kThreads, smem, s>>>(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
+  launch(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, grid, V2Shape<kRows>::kThreads, smem, s)(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
   return cudaGetLastError();
 }
 
@@ -399,6 +415,7 @@ __global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restri
                                                            const float* __restrict__ W1, int64_t K, int64_t N, float limit,
                                                            const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
                                                            float* __restrict__ H, float* __restrict__ Y) {
+  pdl_begin();
   if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
   const int4 t = tiles[blockIdx.x];
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 64 + (threadIdx.x & 63);
@@ -413,8 +430,7 @@ __global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restri
       if constexpr (kGateUp) u += a[k] * w1[k];
     }
     if constexpr (kGateUp) {
-      const float x = fminf(g, limit);
-      H[r * N + col] = x / (1.0f + expf(-x)) * fminf(fmaxf(u, -limit), limit);
+      H[r * N + col] = swiglu_clamped(g, u, limit);
     } else {
       Y[r * N + col] = g;
     }
@@ -423,6 +439,7 @@ __global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restri
 
 __global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, int top_k, const int32_t* __restrict__ pos,
                                       float* __restrict__ xperm) {
+  pdl_begin();
   const int64_t i = blockIdx.x;
   const int32_t p = pos[i];
   if (p < 0) return;
@@ -430,11 +447,29 @@ __global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, in
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xperm[static_cast<int64_t>(p) * d + c] = src[c];
 }
 
-// grid (rows, column chunks of 256): one column per thread, so that a small batch still spreads its
-// loads over many blocks.
+// grid (rows, column chunks of 256 threads): one column per thread (four when vec: d % 4 == 0,
+// aligned rows), so that a small batch still spreads its loads over many blocks.
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos, const float* __restrict__ weights,
-                                   int top_k, int64_t d, float* __restrict__ out) {
+                                   int top_k, int64_t d, bool vec, float* __restrict__ out) {
+  pdl_begin();
   const int64_t t = blockIdx.x;
+  if (vec) {
+    const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+    if (c >= d / 4) return;
+    float4 acc = reinterpret_cast<const float4*>(out + t * d)[c];
+    for (int i = 0; i < top_k; ++i) {
+      const int32_t p = pos[t * top_k + i];
+      if (p < 0) continue;
+      const float wt = weights[t * top_k + i];
+      const float4 v = reinterpret_cast<const float4*>(y + static_cast<int64_t>(p) * d)[c];
+      acc.x += v.x * wt;
+      acc.y += v.y * wt;
+      acc.z += v.z * wt;
+      acc.w += v.w * wt;
+    }
+    reinterpret_cast<float4*>(out + t * d)[c] = acc;
+    return;
+  }
   const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c < d) {
     float acc = out[t * d + c];
@@ -468,7 +503,7 @@ cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bia
   if (rows <= 0) return cudaSuccess;
   if (n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp)) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * kRouteWarps * n_exp;
-  route_kernel<<<blocks_for(rows, kRouteWarps), kRouteWarps * 32, smem, s>>>(logits, rows, n_exp, bias, tid2eid, table_rows, tokens,
+  launch(route_kernel, blocks_for(rows, kRouteWarps), kRouteWarps * 32, smem, s)(logits, rows, n_exp, bias, tid2eid, table_rows, tokens,
                                                                              static_cast<int>(score), top_k, scaling, experts, weights);
   return cudaGetLastError();
 }
@@ -479,23 +514,24 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
   cudaError_t e = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * n_exp, s);
   if (e != cudaSuccess) return e;
   unsigned g = blocks_for(entries, 256);
-  moe_count_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, n_exp, p.counts, p.local);
-  moe_plan_kernel<<<1, 1024, 0, s>>>(p.counts, n_exp, p.tile_rows, p.offsets, p.tiles, p.n_tiles);
-  moe_pos_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, p.offsets, p.local, p.pos);
+  launch(moe_count_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, n_exp, p.counts, p.local);
+  launch(moe_plan_kernel, 1, 1024, 0, s)(p.counts, n_exp, p.tile_rows, p.offsets, p.tiles, p.n_tiles);
+  launch(moe_pos_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, p.offsets, p.local, p.pos);
   return cudaGetLastError();
 }
 
 cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, int cap, int32_t* pos, cudaStream_t s) {
   if (entries <= 0) return cudaSuccess;
   const unsigned g = blocks_for(entries, 256);
-  moe_slab_kernel<<<g > 4096 ? 4096 : g, 256, 0, s>>>(experts, entries, local, cap, pos);
+  launch(moe_slab_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, local, cap, pos);
   return cudaGetLastError();
 }
 
 cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
                        cudaStream_t s) {
   if (entries <= 0) return cudaSuccess;
-  moe_gather_kernel<<<static_cast<unsigned>(entries), 256, 0, s>>>(x, d, top_k, pos, reinterpret_cast<__nv_bfloat16*>(xperm));
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xperm) % 8 == 0;
+  launch(moe_gather_kernel, static_cast<unsigned>(entries), 256, 0, s)(x, d, top_k, pos, vec, reinterpret_cast<__nv_bfloat16*>(xperm));
   return cudaGetLastError();
 }
 
@@ -519,7 +555,7 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
     return launch_moe_v2<true, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((inter + 31) / 32)), s, x, a, b, d, inter, limit, tiles,
                                                  n_tiles, hb, nullptr);
   if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
-  moe_gemm_kernel<true><<<grid, 128, 0, s>>>(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  launch(moe_gemm_kernel<true>, grid, 128, 0, s)(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   return cudaGetLastError();
 }
 
@@ -541,13 +577,13 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
     return launch_moe_v2<false, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((d + 31) / 32)), s, hb, w, nullptr, inter, d, 0.0f,
                                                   tiles, n_tiles, nullptr, y);
   if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
-  moe_gemm_kernel<false><<<grid, 128, 0, s>>>(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  launch(moe_gemm_kernel<false>, grid, 128, 0, s)(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }
 
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s) {
   if (entries <= 0) return cudaSuccess;
-  moe_gather_f32_kernel<<<static_cast<unsigned>(entries), 256, 0, s>>>(x, d, top_k, pos, xperm);
+  launch(moe_gather_f32_kernel, static_cast<unsigned>(entries), 256, 0, s)(x, d, top_k, pos, xperm);
   return cudaGetLastError();
 }
 
@@ -556,7 +592,7 @@ cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (inter + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
-  moe_gemm_f32_kernel<true><<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s>>>(
+  launch(moe_gemm_f32_kernel<true>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
       xperm, w1, w3, d, inter, limit, tiles, n_tiles, h, nullptr);
   return cudaGetLastError();
 }
@@ -566,7 +602,7 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (d + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
-  moe_gemm_f32_kernel<false><<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s>>>(
+  launch(moe_gemm_f32_kernel<false>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
       h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }
@@ -574,9 +610,11 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
 cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const int64_t chunks = (d + 255) / 256;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535) return cudaErrorInvalidValue;
-  moe_combine_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s>>>(y, pos, weights, top_k, d, out);
+  launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(y, pos, weights, top_k, d, vec,
+                                                                                                         out);
   return cudaGetLastError();
 }
 

@@ -2,16 +2,19 @@
 // attention over window + compressed entries, the lightning indexer's scores and top-k.
 #include "common.cuh"
 
+#include <algorithm>
+
 #include <cfloat>
 
 namespace deepinfer::kernels {
 namespace {
 
-// One block per closing window.
+// One block per closing window, a thread per channel (or several channels per thread).
 __global__ void compress_pool_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
                                      const float* __restrict__ norm, float norm_eps, RopeDev rope, bool indexer,
                                      const CompressJob* __restrict__ jobs, const int32_t* __restrict__ n_jobs, BatchDev b,
                                      StateDev st, LayerDev L) {
+  pdl_begin();
   extern __shared__ float entry[];
   __shared__ float red[32];
   if (static_cast<int>(blockIdx.x) >= *n_jobs) return;
@@ -48,21 +51,23 @@ __global__ void compress_pool_kernel(const float* __restrict__ kv, const float* 
         g = rr[width + off + ch];
       }
     };
+    // Two passes over the slots (the max, then the weights and the weighted sum); the loads of a
+    // pass do not depend on each other, so they are in flight together.
     float mx = -INFINITY, v, g;
+#pragma unroll 8
     for (int k = 0; k < n_slots; ++k) {
       fetch(k, v, g);
       mx = fmaxf(mx, g);
     }
-    float sum = 0.0f;
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll 8
     for (int k = 0; k < n_slots; ++k) {
       fetch(k, v, g);
-      sum += expf(g - mx);
+      const float e = expf(g - mx);
+      sum += e;
+      acc += v * e;
     }
-    float acc = 0.0f;
-    for (int k = 0; k < n_slots; ++k) {
-      fetch(k, v, g);
-      acc += v * (expf(g - mx) / sum);
-    }
+    acc /= sum;
     entry[ch] = acc;
     ss += acc * acc;
   }
@@ -80,6 +85,7 @@ __global__ void compress_pool_kernel(const float* __restrict__ kv, const float* 
 // One block per batch row.
 __global__ void compress_ring_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
                                      bool indexer, BatchDev b, StateDev st, LayerDev L) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const SeqInfo sq = b.seqs[b.row_seq[r]];
   const int32_t i = static_cast<int32_t>(r) - sq.first_row;
@@ -97,6 +103,7 @@ __global__ void compress_ring_kernel(const float* __restrict__ kv, const float* 
 }
 
 __global__ void window_kernel(const float* __restrict__ kv, BatchDev b, StateDev st, LayerDev L) {
+  pdl_begin();
   const int64_t r = blockIdx.x;
   const SeqInfo sq = b.seqs[b.row_seq[r]];
   const int32_t i = static_cast<int32_t>(r) - sq.first_row;
@@ -118,6 +125,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
                                                                     int heads, BatchDev b, StateDev st, LayerDev L,
                                                                     float* __restrict__ out, int n_splits,
                                                                     float* __restrict__ part) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int hd = L.head_dim;
   float* qs = smem;                       // [hd]
@@ -217,25 +225,32 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
 // One block per (row, head): merges the key shares of attention_kernel with the sink.
 __global__ void attention_combine_kernel(const float* __restrict__ part, const float* __restrict__ sinks, int heads, int hd,
                                          int n_splits, float* __restrict__ out) {
+  pdl_begin();
+  __shared__ float w[kMaxAttnSplits];  // each share's factor exp(max_s - max), 0 for an empty share
+  __shared__ float denom;
   const int64_t rh = blockIdx.x;
   const int h = static_cast<int>(rh % heads);
   const float* pp = part + rh * n_splits * (hd + 2);
   const float sink = sinks[h];
-  float mx = sink;
-  for (int s = 0; s < n_splits; ++s)
-    if (pp[s * (hd + 2) + hd + 1] > 0.0f) mx = fmaxf(mx, pp[s * (hd + 2) + hd]);
-  float denom = expf(sink - mx);
-  for (int s = 0; s < n_splits; ++s) {
-    const float l = pp[s * (hd + 2) + hd + 1];
-    if (l > 0.0f) denom += l * expf(pp[s * (hd + 2) + hd] - mx);
+  if (threadIdx.x < 32) {  // one warp: the shares' maxima and denominators (loads in parallel, sums in share order)
+    const int s = threadIdx.x;
+    const bool live = s < n_splits && pp[s * (hd + 2) + hd + 1] > 0.0f;
+    const float m = live ? pp[s * (hd + 2) + hd] : -INFINITY;
+    const float mx = fmaxf(warp_max(m), sink);
+    if (s < n_splits) w[s] = live ? expf(m - mx) : 0.0f;
+    __syncwarp();
+    if (s == 0) {
+      float d = expf(sink - mx);
+      for (int i = 0; i < n_splits; ++i)
+        if (w[i] > 0.0f) d += pp[i * (hd + 2) + hd + 1] * w[i];
+      denom = d;
+    }
   }
+  __syncthreads();
   float* o = out + rh * hd;
   for (int c = threadIdx.x; c < hd; c += blockDim.x) {
     float v = 0.0f;
-    for (int s = 0; s < n_splits; ++s) {
-      const float l = pp[s * (hd + 2) + hd + 1];
-      if (l > 0.0f) v += pp[s * (hd + 2) + c] * expf(pp[s * (hd + 2) + hd] - mx);
-    }
+    for (int s = 0; s < n_splits; ++s) v += pp[s * (hd + 2) + c] * w[s];
     o[c] = v / denom;
   }
 }
@@ -249,6 +264,7 @@ __global__ void __launch_bounds__(kIdxWarps * 32) indexer_scores_kernel(const fl
                                                                         const float* __restrict__ weights, int heads,
                                                                         int64_t row_begin, BatchDev b, StateDev st,
                                                                         LayerDev L, float* __restrict__ scores, int64_t ld) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int dim = L.index_dim, qld = dim + 1;
   float* qs = smem;                          // [heads][dim + 1]
@@ -301,6 +317,7 @@ constexpr int kTopkThreads = 1024;
 // threshold by lower index), bitonic-sort them by (score desc, index asc).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restrict__ scores, int64_t ld, int64_t row_begin,
                                                             int rate, BatchDev b, int k, int pow2, int32_t* __restrict__ out) {
+  pdl_begin();
   extern __shared__ unsigned long long cand[];  // [pow2]
   __shared__ int hist[256];
   __shared__ int red[33];
@@ -385,7 +402,9 @@ cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, 
                           BatchDev b, StateDev st, LayerDev L, cudaStream_t s) {
   if (max_jobs <= 0) return cudaSuccess;
   const int dim = indexer ? L.index_dim : L.head_dim;
-  compress_pool_kernel<<<max_jobs, 128, dim * sizeof(float), s>>>(kv, gate, ape, norm, norm_eps, rope, indexer, jobs, n_jobs, b,
+  // A thread per channel (up to 512): each walks its channel's slots.
+  const int threads = std::clamp((dim + 31) / 32 * 32, 128, 512);
+  launch(compress_pool_kernel, max_jobs, threads, dim * sizeof(float), s)(kv, gate, ape, norm, norm_eps, rope, indexer, jobs, n_jobs, b,
                                                                     st, L);
   return cudaGetLastError();
 }
@@ -393,13 +412,13 @@ cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, 
 cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
                                 StateDev st, LayerDev L, cudaStream_t s) {
   if (b.rows <= 0) return cudaSuccess;
-  compress_ring_kernel<<<b.rows, 128, 0, s>>>(kv, gate, ape, indexer, b, st, L);
+  launch(compress_ring_kernel, b.rows, 128, 0, s)(kv, gate, ape, indexer, b, st, L);
   return cudaGetLastError();
 }
 
 cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, cudaStream_t s) {
   if (b.rows <= 0 || L.window <= 0) return cudaSuccess;
-  window_kernel<<<b.rows, 128, 0, s>>>(kv, b, st, L);
+  launch(window_kernel, b.rows, 128, 0, s)(kv, b, st, L);
   return cudaGetLastError();
 }
 
@@ -413,9 +432,9 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
   const int64_t rh = static_cast<int64_t>(b.rows) * heads;
   const unsigned grid = static_cast<unsigned>(rh * n_splits);
   if (hd <= 128)
-    attention_kernel<4><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
+    launch(attention_kernel<4>, grid, kAttnWarps * 32, smem, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
   else
-    attention_kernel<16><<<grid, kAttnWarps * 32, smem, s>>>(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
+    launch(attention_kernel<16>, grid, kAttnWarps * 32, smem, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
   if (n_splits > 1) return attention_combine(partial, sinks, rh, heads, hd, n_splits, out, s);
   return cudaGetLastError();
 }
@@ -423,7 +442,8 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
                               cudaStream_t s) {
   if (row_heads <= 0) return cudaSuccess;
-  attention_combine_kernel<<<static_cast<unsigned>(row_heads), 128, 0, s>>>(partial, sinks, heads, hd, n_splits, out);
+  if (n_splits < 1 || n_splits > kMaxAttnSplits || row_heads > 2147483647) return cudaErrorInvalidValue;
+  launch(attention_combine_kernel, static_cast<unsigned>(row_heads), 128, 0, s)(partial, sinks, heads, hd, n_splits, out);
   return cudaGetLastError();
 }
 
@@ -440,7 +460,7 @@ cudaError_t indexer_scores(const float* q, const float* weights, int heads, int6
   const int64_t chunks = (max_visible + kIdxEntriesPerBlock - 1) / kIdxEntriesPerBlock;
   if (chunks > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(chunks));
-  indexer_scores_kernel<<<grid, kIdxWarps * 32, smem, s>>>(q, weights, heads, row_begin, b, st, L, scores, ld);
+  launch(indexer_scores_kernel, grid, kIdxWarps * 32, smem, s)(q, weights, heads, row_begin, b, st, L, scores, ld);
   return cudaGetLastError();
 }
 
@@ -451,7 +471,7 @@ cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_
   int pow2 = 1;
   while (pow2 < k) pow2 <<= 1;
   const size_t smem = sizeof(unsigned long long) * pow2;
-  topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, smem, s>>>(scores, ld, row_begin, rate, b, k, pow2, out);
+  launch(topk_kernel, static_cast<unsigned>(n_rows), kTopkThreads, smem, s)(scores, ld, row_begin, rate, b, k, pow2, out);
   return cudaGetLastError();
 }
 

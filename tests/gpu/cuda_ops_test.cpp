@@ -50,7 +50,9 @@ TEST_F(CudaOps, LinearEveryWeightFormat) {
   struct Case {
     int64_t T, K, N;
   };
-  for (Case c : std::vector<Case>{{37, 100, 71}, {1, 64, 300}, {130, 512, 96}, {3, 4096, 64}, {5, 1024, 1100}}) {
+  for (Case c : std::vector<Case>{{37, 100, 71}, {1, 64, 300}, {130, 512, 96}, {3, 4096, 64}, {5, 1024, 1100},
+                                                  // few rows: the GEMV kernels (odd outputs, column shares), or cuBLAS where K % 8 != 0
+                                                  {2, 1000, 33}, {4, 8192, 1000}, {1, 100, 71}, {1, 4096, 4099}}) {
     ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
     t.begin(b);
     auto xv = testing::randn(static_cast<size_t>(c.T * c.K), rng);
@@ -126,7 +128,7 @@ TEST_F(CudaOps, GroupedLinear) {
     int groups;
     int64_t k, n;
   };
-  for (Case c : std::vector<Case>{{19, 4, 24, 40}, {1, 8, 64, 16}, {77, 2, 512, 100}}) {
+  for (Case c : std::vector<Case>{{19, 4, 24, 40}, {1, 8, 64, 16}, {77, 2, 512, 100}, {3, 4, 96, 7}, {2, 8, 1024, 64}}) {
     ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
     t.begin(b);
     auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.groups * c.k), rng), c.T, c.groups * c.k);
@@ -204,7 +206,8 @@ TEST_F(CudaOps, HyperConnections) {
     int iters;
     int32_t T;
   };
-  for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1}}) {
+  for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1},
+                                  {4, 1000, 20, 300}}) {
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
     const int mix = (2 + c.hc) * c.hc;
@@ -240,7 +243,7 @@ TEST_F(CudaOps, HyperConnections) {
 }
 
 TEST_F(CudaOps, SharedExpertSwiglu) {
-  for (auto [T, d, inter, limit] : std::vector<std::tuple<int32_t, int64_t, int64_t, float>>{{37, 64, 48, 2.0f}, {1, 256, 1000, 10.0f}, {300, 128, 96, 0.5f}}) {
+  for (auto [T, d, inter, limit] : std::vector<std::tuple<int32_t, int64_t, int64_t, float>>{{37, 64, 48, 2.0f}, {1, 256, 1000, 10.0f}, {300, 128, 96, 0.5f}, {4, 72, 40, 1.0f}, {2, 60, 44, 3.0f}}) {
     ForwardBatch b = rows_batch(T);
     t.begin(b);
     auto x = t.tensor(testing::randn(static_cast<size_t>(T * d), rng, 2.0f), T, d);
@@ -319,6 +322,8 @@ TEST_F(CudaOps, RoutedExperts) {
                                   {300, 16, 64, 64, 4, false, true},
                                   {300, 16, 256, 96, 4, false},
                                   {1, 8, 72, 40, 6, false},
+                                  {3, 16, 64, 48, 6, false},   // few rows: the expert GEMV kernels
+                                  {2, 8, 70, 30, 2, false},    // ... unless d % 8 != 0
                                   {9, 4, 70, 30, 2, false},
                                   {130, 32, 128, 64, 6, true},
                                   {600, 256, 128, 128, 6, false},   // many small groups: 64-column blocks

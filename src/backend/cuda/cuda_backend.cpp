@@ -129,6 +129,7 @@ class CudaBackend final : public Backend {
     }
     if (blas_) cublasDestroy(blas_);
     if (blas_ws_) cudaFree(blas_ws_);
+    if (counters_) cudaFree(counters_);
     if (slots_) cudaFree(slots_);
     if (blocks_) cudaFree(blocks_);
     if (meta_dev_) cudaFree(meta_dev_);
@@ -574,10 +575,12 @@ class CudaBackend final : public Backend {
     return out;
   }
 
-  // Experiment knobs, each selecting the earlier version of something for comparison:
-  // moe_kernel 1|2, mix_kernel 0 (cuBLAS) | 1, attention_split 0|1, mqa_attention and mqa_indexer 0
-  // (the fp32 kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every
-  // scratch tensor zero-filled) | 0.
+  // Experiment knobs, each selecting the earlier version of something for comparison: pdl 0|1
+  // (programmatic dependent launch of every kernel, kernels::set_pdl), gemv_rows 0..4 (products of
+  // at most that many rows by kernels::gemv and the expert GEMV kernels; 0: cuBLAS and the tile
+  // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
+  // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
+  // tensor zero-filled) | 0.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -585,8 +588,16 @@ class CudaBackend final : public Backend {
       kn::set_moe_kernel_version(value);
       return true;
     }
+    if (name == "pdl" && (value == 0 || value == 1)) {
+      kn::set_pdl(value == 1);
+      return true;
+    }
+    if (name == "gemv_rows" && value >= 0 && value <= kn::kGemvMaxRows) {
+      gemv_rows_ = value;
+      return true;
+    }
     static constexpr std::pair<const char*, bool CudaBackend::*> kSwitches[] = {
-        {"mix_kernel", &CudaBackend::mix_kernel_},         {"blas_moe", &CudaBackend::blas_moe_},
+        {"blas_moe", &CudaBackend::blas_moe_},
         {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_},
@@ -796,11 +807,11 @@ class CudaBackend final : public Backend {
       return;
     const float* base = fvec(*hc.base, "hc base");
     const float* scale = fvec(*hc.scale, "hc scale");
-    float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * mix) * 4));
-    if (!base || !scale || !m) return;
-    if (!mix_product(streams, cw(*hc.fn), mix, m)) return;
-    check(kn::hc_pre(streams.data, m, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, collapsed.data, post.data,
-                     comb.data, stream_),
+    if (!base || !scale) return;
+    const auto [part, splits] = mix_product(streams, cw(*hc.fn), mix);
+    if (!part) return;
+    check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, collapsed.data,
+                     post.data, comb.data, stream_),
           "hc_pre");
   }
 
@@ -823,10 +834,11 @@ class CudaBackend final : public Backend {
       return;
     const float* base = fvec(*hc.base, "hc_head base");
     const float* scale = fvec(*hc.scale, "hc_head scale");
-    float* m = static_cast<float*>(temp(static_cast<size_t>(streams.rows * n) * 4));
-    if (!base || !scale || !m) return;
-    if (!mix_product(streams, cw(*hc.fn), n, m)) return;
-    check(kn::hc_head(streams.data, m, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, out.data, stream_), "hc_head");
+    if (!base || !scale) return;
+    const auto [part, splits] = mix_product(streams, cw(*hc.fn), n);
+    if (!part) return;
+    check(kn::hc_head(streams.data, part, splits, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, out.data, stream_),
+          "hc_head");
   }
 
   void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {
@@ -965,6 +977,20 @@ class CudaBackend final : public Backend {
                 "moe_experts: x [{}, {}], {} experts of [{}, {}], top {}", x.rows, x.cols, n_exp, inter, w1.cols, k))
       return;
     if (x.rows == 0) return;
+    if (!f32 && x.rows <= gemv_rows_ && kn::expert_down_counters(x.rows, d) <= kCounters && kn::gemv_supported(x.data, d, w1.b16, d) &&
+        kn::gemv_supported(x.data, d, w2.b16, inter)) {
+      // Decode: each row's experts read their weights straight, no permutation.
+      auto* h = static_cast<float*>(temp(static_cast<size_t>(x.rows * k * inter) * 4));
+      auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows * k * d) * 4));
+      if (!h || !part) return;
+      if (!check(kn::expert_gate_up(x.data, d, experts.data, weights.data, x.rows * k, k, static_cast<int>(n_exp), w1.b16, w3.b16, inter,
+                                    e.limit, h, stream_),
+                 "expert gate/up (GEMV)"))
+        return;
+      check(kn::expert_down(h, inter, experts.data, x.rows, k, static_cast<int>(n_exp), w2.b16, d, true, out.data, part, counters_, stream_),
+            "expert down (GEMV)");
+      return;
+    }
     const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
     const int64_t entries_max = chunk * k;
     // Experts averaging 32+ rows (prefill): 128-row tiles read each expert's weights 4x less often.
@@ -1036,6 +1062,16 @@ class CudaBackend final : public Backend {
     if (!expect(w3.rows == inter && w1.cols == x.cols && w3.cols == x.cols && w2.cols == inter && w2.rows == out.cols && out.rows == x.rows,
                 "swiglu: x [{}, {}], w1 [{}, {}], w2 [{}, {}]", x.rows, x.cols, w1.rows, w1.cols, w2.rows, w2.cols))
       return;
+    const auto &c1 = cw(w1), &c3 = cw(w3), &c2 = cw(w2);
+    if (x.rows <= gemv_rows_ && c1.b16 && c3.b16 && c2.b16 && kn::gemv_supported(x.data, x.cols, c1.b16, x.cols) &&
+        kn::gemv_supported(x.data, x.cols, c2.b16, inter)) {
+      auto* h = static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4));
+      if (!h) return;
+      if (!check(kn::expert_gate_up(x.data, x.cols, nullptr, nullptr, x.rows, 1, 1, c1.b16, c3.b16, inter, limit, h, stream_), "shared gate/up (GEMV)"))
+        return;
+      check(kn::expert_down(h, inter, nullptr, x.rows, 1, 1, c2.b16, out.cols, false, out.data, nullptr, nullptr, stream_), "shared down (GEMV)");
+      return;
+    }
     Tensor g{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
     Tensor u{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
     if (!g.data || !u.data) return;
@@ -1090,6 +1126,11 @@ class CudaBackend final : public Backend {
     }
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);  // no TF32 for fp32 products
     if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up the handle: {}", blas_name(s));
+    DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
+    counters_ = c;
+    e = cudaMemset(counters_, 0, kCounters * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) return cuda_error(e, "zeroing kernel counters");
     return ok();
   }
 
@@ -1343,14 +1384,18 @@ class CudaBackend final : public Backend {
            check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
   }
 
-  // out [rows, n] = x @ w^T in fp32 for a hyper-connection mix (n small).
-  bool mix_product(Tensor x, const CudaWeight& w, int n, float* out) {
-    if (mix_kernel_ && w.f32 && n <= 64) {
-      auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows) * kn::mix_gemm_splits(x.cols) * n * 4));
-      if (!part) return false;
-      return check(kn::mix_gemm(x.data, x.rows, x.cols, w.f32, n, part, out, stream_), "hyper-connection mix");
-    }
-    return gemm(x.data, x.rows, x.cols, x.cols, w, 0, n, x.cols, 0, 1, out, n, true);
+  // A hyper-connection mix of x (n outputs) in the partial layout of kernels::mix_partial: its
+  // kernel where the weight has an fp32 copy and n is small, else (one split) cuBLAS and
+  // kernels::row_sumsq. Returns the partials (null on failure) and their split count.
+  std::pair<const float*, int> mix_product(Tensor x, const CudaWeight& w, int n) {
+    const bool kernel = w.f32 && n <= kn::kMixMaxOut;
+    const int splits = kernel ? kn::mix_splits(x.cols) : 1;
+    auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows) * splits * (n + 1) * 4));
+    if (!part) return {nullptr, 0};
+    const bool ok = kernel ? check(kn::mix_partial(x.data, x.rows, x.cols, w.f32, n, part, stream_), "hyper-connection mix")
+                           : gemm(x.data, x.rows, x.cols, x.cols, w, 0, n, x.cols, 0, 1, part, n + 1, true) &&
+                                 check(kn::row_sumsq(x.data, x.rows, x.cols, part + n, n + 1, stream_), "hyper-connection norm");
+    return {ok ? part : nullptr, splits};
   }
 
   // C[i] (rows x n, ldc) = X[i] (rows x k, ldx) @ W[i]^T for `batch` groups: X[i] = x + i * k,
@@ -1368,6 +1413,8 @@ class CudaBackend final : public Backend {
                         "fp32 GEMM");
     }
     if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
+    if (rows <= gemv_rows_ && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
+      return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
     const size_t xn = static_cast<size_t>(rows * ldx);
     auto* xb = static_cast<kn::bf16_t*>(temp(xn * 2));
     if (!xb) return false;
@@ -1389,6 +1436,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
+  // Counters of kernels whose last block combines the others' results (kernels::expert_down); kept
+  // zero between launches.
+  static constexpr int64_t kCounters = int64_t(1) << 16;
+  unsigned* counters_ = nullptr;
   bool failed_ = false;
   Error error_;
   int op_depth_ = 0;
@@ -1433,13 +1484,13 @@ class CudaBackend final : public Backend {
     bool broken = false;  // capture failed: always eager
   };
   static constexpr int32_t kGraphBlockBucket = 16;  // graphs are re-captured every 16 blocks of context
-  bool mix_kernel_ = true;        // hyper-connection mixes by kernels::mix_gemm, not cuBLAS
   bool attention_split_ = true;   // split small batches' attention over the keys
   bool mqa_attention_ = true;     // bf16 mode, head_dim 512: tensor-core attention (kernels/attention_mqa.cu)
   bool mqa_indexer_ = true;       // bf16 mode: tensor-core indexer scores (kernels/indexer_mqa.cu)
   bool big_moe_tiles_ = true;     // bf16 mode: 128-row expert tiles when experts average 32+ rows
   bool blas_moe_ = true;          // ... and then (eager forwards) the expert products through cuBLAS
   bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
+  int gemv_rows_ = kn::kGemvMaxRows;  // bf16 products of at most this many rows: GEMV kernels
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
   Mode mode_ = Mode::kEager;

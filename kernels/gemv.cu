@@ -1,0 +1,299 @@
+// Products of a few activation rows (decode) with bf16 weights: the weight is read once, in 16-byte
+// streaming loads, while the activations (fp32, not rounded) stay in L1. One warp owns a few
+// outputs (or a share of their columns), lanes sum strided chunks and the warp reduces: the result
+// of a row does not depend on the other rows, and the summation order is fixed. No staging, no
+// plan: a routed-expert layer at batch 1 is two launches.
+#include "common.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kWarps = 8;   // per block
+constexpr int64_t kFewBlocks = 264;  // below ~2 blocks per multiprocessor (H100 / H200): spread thinner
+
+// Eight bf16 weights (streamed past L1) dotted with eight fp32 activations.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Asks L2 for the lines of w[j] chunks first, first + step, ... (U of each row): weights do not depend
+// on earlier kernels, so a kernel can fetch them before pdl_begin(), overlapping the previous
+// kernel's tail and its own launch.
+template <int J, int U>
+__device__ __forceinline__ void prefetch_rows(const uint4* const (&w)[J], int64_t first, int64_t step, int64_t n8) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (first + u * step < n8) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w[j] + first + u * step));
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float4 a, const float4 b, float acc) {
+  acc = fmaf(__uint_as_float(w.x << 16), a.x, acc);
+  acc = fmaf(__uint_as_float(w.x & 0xffff0000u), a.y, acc);
+  acc = fmaf(__uint_as_float(w.y << 16), a.z, acc);
+  acc = fmaf(__uint_as_float(w.y & 0xffff0000u), a.w, acc);
+  acc = fmaf(__uint_as_float(w.z << 16), b.x, acc);
+  acc = fmaf(__uint_as_float(w.z & 0xffff0000u), b.y, acc);
+  acc = fmaf(__uint_as_float(w.w << 16), b.z, acc);
+  acc = fmaf(__uint_as_float(w.w & 0xffff0000u), b.w, acc);
+  return acc;
+}
+
+// acc[j][r] += Σ over this lane's chunks c (c = first, first + step, ... < n8) of w[j] chunk c · x[r] chunk c,
+// with U chunks of every weight row in flight (J U 16-byte loads per lane; the last round predicated,
+// so that short rows keep all their loads in flight too).
+template <int R, int J, int U>
+__device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float4* const (&x)[R], int64_t first, int64_t step, int64_t n8,
+                                         float (&acc)[J][R]) {
+  for (int64_t c = first; c < n8; c += U * step) {
+    uint4 wv[U][J];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < J; ++j) wv[u][j] = c + u * step < n8 ? load_stream(w[j] + c + u * step) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c + u * step >= n8) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 a = __ldg(x[r] + 2 * (c + u * step)), b = __ldg(x[r] + 2 * (c + u * step) + 1);
+#pragma unroll
+        for (int j = 0; j < J; ++j) acc[j][r] = dot8(wv[u][j], a, b, acc[j][r]);
+      }
+    }
+  }
+}
+
+// grid: blocks of kWarps / ks output groups of J outputs; warp w owns group w / ks and the column
+// share w % ks (ks in 1, 2, 4, 8: small outputs counts split the columns to fill the GPU). Output o
+// of group g = o / n_group reads x columns [g k, g k + k). Shares are added in share order.
+template <int R, int J>
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, const bf16_t* __restrict__ w,
+                                                          int64_t n_out, int64_t k, int64_t n_group, int ks, float* __restrict__ out,
+                                                          int64_t ldo) {
+  __shared__ float red[kWarps][J][R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int per_block = kWarps / ks;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * per_block + warp / ks) * J;
+  const int share = warp % ks;
+  const int64_t n8 = k / 8;
+  const uint4* wr[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w + min(o0 + j, n_out - 1) * k);  // past the end: a copy, unused
+  if (o0 < n_out) prefetch_rows<J, 4>(wr, share * 32 + lane, 32 * ks, n8);
+  pdl_begin();
+  float acc[J][R] = {};
+  if (o0 < n_out) {
+    const float4* xr[R];
+    const int64_t col = (o0 / n_group) * k;  // J divides n_group: one group per warp
+#pragma unroll
+    for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const float4*>(x + min(r, rows - 1) * ldx + col);
+    dot_rows<R, J, 4>(wr, xr, share * 32 + lane, 32 * ks, n8, acc);
+  }
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = warp_sum(acc[j][r]);
+      if (lane == 0) red[warp][j][r] = v;
+    }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < per_block * J * R) {
+    const int g = t / (J * R), j = (t / R) % J, r = t % R;
+    const int64_t o = (static_cast<int64_t>(blockIdx.x) * per_block + g) * J + j;
+    if (o < n_out && r < rows) {
+      float s = 0.0f;
+      for (int i = 0; i < ks; ++i) s += red[g * ks + i][j][r];
+      out[r * ldo + o] = s;
+    }
+  }
+}
+
+__device__ __forceinline__ bool valid_expert(int32_t e, int n_exp) { return e >= 0 && e < n_exp; }
+
+// grid (output groups of kWarps x J, entries): h[e][j] = weights[e] SwiGLU(x[e / top_k] · w1[ex][j],
+// · w3[ex][j]) (weights null: 1); an entry with an invalid expert gets zeros.
+template <int J>
+__global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float* __restrict__ x, int64_t d,
+                                                                    const int32_t* __restrict__ experts,
+                                                                    const float* __restrict__ weights, int top_k, int n_exp,
+                                                                    const bf16_t* __restrict__ w1, const bf16_t* __restrict__ w3,
+                                                                    int64_t inter, float limit, float* __restrict__ h) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t e = blockIdx.y;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * J;
+  if (!experts && o0 < inter) {  // one fixed expert (the shared one): its weights can come early
+    const uint4* wr[2 * J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      wr[j] = reinterpret_cast<const uint4*>(w1 + min(o0 + j, inter - 1) * d);
+      wr[J + j] = reinterpret_cast<const uint4*>(w3 + min(o0 + j, inter - 1) * d);
+    }
+    prefetch_rows<2 * J, 8 / J>(wr, lane, 32, d / 8);
+  }
+  pdl_begin();
+  if (o0 >= inter) return;
+  const int32_t ex = experts ? experts[e] : 0;
+  float acc[2 * J][1] = {};
+  if (valid_expert(ex, n_exp)) {
+    const uint4* wr[2 * J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int64_t row = static_cast<int64_t>(ex) * inter + min(o0 + j, inter - 1);
+      wr[j] = reinterpret_cast<const uint4*>(w1 + row * d);
+      wr[J + j] = reinterpret_cast<const uint4*>(w3 + row * d);
+    }
+    const float4* xr[1] = {reinterpret_cast<const float4*>(x + (e / top_k) * d)};
+    dot_rows<1, 2 * J, 8 / J>(wr, xr, lane, 32, d / 8, acc);
+  }
+  const float wt = weights ? weights[e] : 1.0f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const float g = warp_sum(acc[j][0]), u = warp_sum(acc[J + j][0]);
+    if (lane == 0 && o0 + j < inter) h[e * inter + o0 + j] = valid_expert(ex, n_exp) ? wt * swiglu_clamped(g, u, limit) : 0.0f;
+  }
+}
+
+// grid (output groups of kWarps x J, entries): block (g, e) computes its outputs of entry e,
+// h[e] · w2[ex_e][j] (h holds the routing weight), as gate_up does: a block per (group, expert) keeps
+// as many loads in flight as there are entries. With top_k 1 it writes out directly. Else it
+// leaves them in part[e] and counts itself in counters[t][g]; the row's last block of the group
+// adds the top_k parts in order i (a fixed order whoever comes last) and resets the counter.
+template <int J>
+__global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* __restrict__ h, int64_t inter,
+                                                                 const int32_t* __restrict__ experts, int top_k, int n_exp,
+                                                                 const bf16_t* __restrict__ w2, int64_t d, bool accumulate,
+                                                                 float* __restrict__ out, float* part, unsigned* counters) {
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t e = blockIdx.y, t = e / top_k;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * J;
+  if (!experts && o0 < d) {  // the shared expert: fixed weights, fetched early
+    const uint4* wr[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w2 + min(o0 + j, d - 1) * inter);
+    prefetch_rows<J, 4>(wr, lane, 32, inter / 8);
+  }
+  pdl_begin();
+  const int32_t ex = experts ? experts[e] : 0;
+  float acc[J][1] = {};
+  if (o0 < d && valid_expert(ex, n_exp)) {
+    const uint4* wr[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w2 + (static_cast<int64_t>(ex) * d + min(o0 + j, d - 1)) * inter);
+    const float4* xr[1] = {reinterpret_cast<const float4*>(h + e * inter)};
+    dot_rows<1, J, 4>(wr, xr, lane, 32, inter / 8, acc);
+  }
+  float v[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) v[j] = warp_sum(acc[j][0]);
+  if (top_k == 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int j = 0; j < J; ++j)
+        if (o0 + j < d) out[t * d + o0 + j] = (accumulate ? out[t * d + o0 + j] : 0.0f) + v[j];
+    return;
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (o0 + j < d) part[e * d + o0 + j] = v[j];
+  __threadfence();  // the parts are visible before the count says so
+  __syncthreads();
+  unsigned* count = counters + t * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == static_cast<unsigned>(top_k - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps * J + threadIdx.x;
+  if (threadIdx.x < kWarps * J && o < d) {
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += __ldcg(part + (t * top_k + i) * d + o);  // L2: other blocks' writes
+    out[t * d + o] = (accumulate ? out[t * d + o] : 0.0f) + sum;
+  }
+  if (threadIdx.x == 0) *count = 0;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <int R>
+cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
+                        int64_t ldo, cudaStream_t s) {
+  // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more
+  // rows (their activations cost registers too), 1 where groups are odd.
+  const int J = R == 1 && n_group % 4 == 0 ? 4 : n_group % 2 == 0 ? 2 : 1;
+  // Split the columns while fewer than ~2 blocks per multiprocessor would run.
+  int ks = 1;
+  while (ks < kWarps && (n_out + (kWarps / ks) * J - 1) / ((kWarps / ks) * J) < kFewBlocks && k / 8 >= 64 * ks) ks *= 2;
+  const int64_t blocks = (n_out + (kWarps / ks) * J - 1) / ((kWarps / ks) * J);
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  if constexpr (R == 1) {
+    if (J == 4) {
+      launch(gemv_kernel<1, 4>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+      return cudaGetLastError();
+    }
+  }
+  if (J == 2)
+    launch(gemv_kernel<R, 2>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+  else
+    launch(gemv_kernel<R, 1>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
+  return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);
+}
+
+cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
+                 int64_t ldo, cudaStream_t s) {
+  if (rows <= 0 || n_out <= 0) return cudaSuccess;
+  if (rows > kGemvMaxRows || n_group <= 0 || n_out % n_group != 0 || !gemv_supported(x, ldx, w, k)) return cudaErrorInvalidValue;
+  const int r = static_cast<int>(rows);
+  if (r == 1) return launch_gemv<1>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
+  if (r == 2) return launch_gemv<2>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
+  return launch_gemv<4>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
+}
+
+cudaError_t expert_gate_up(const float* x, int64_t d, const int32_t* experts, const float* weights, int64_t entries, int top_k, int n_exp,
+                           const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit, float* h, cudaStream_t s) {
+  if (entries <= 0 || inter <= 0) return cudaSuccess;
+  if (entries > 65535 || top_k <= 0 || !gemv_supported(x, d, w1, d) || !aligned16(w3)) return cudaErrorInvalidValue;
+  // Two outputs per warp where that still gives ~2 blocks per multiprocessor, else one.
+  const int64_t wide = (inter + kWarps * 2 - 1) / (kWarps * 2);
+  if (wide * entries >= kFewBlocks) {
+    launch(expert_gate_up_kernel<2>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(
+        x, d, experts, weights, top_k, n_exp, w1, w3, inter, limit, h);
+  } else {
+    launch(expert_gate_up_kernel<1>, dim3(static_cast<unsigned>((inter + kWarps - 1) / kWarps), static_cast<unsigned>(entries)), kWarps * 32, 0,
+                               s)(x, d, experts, weights, top_k, n_exp, w1, w3, inter, limit, h);
+  }
+  return cudaGetLastError();
+}
+
+constexpr int kDownJ = 4;  // outputs per warp of the routed down product (16 loads in flight per lane)
+
+int64_t expert_down_counters(int64_t rows, int64_t d) { return rows * ((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)); }
+
+cudaError_t expert_down(const float* h, int64_t inter, const int32_t* experts, int64_t rows, int top_k, int n_exp, const bf16_t* w2,
+                        int64_t d, bool accumulate, float* out, float* part, unsigned* counters, cudaStream_t s) {
+  if (rows <= 0 || d <= 0) return cudaSuccess;
+  if (rows * top_k > 65535 || top_k <= 0 || !gemv_supported(h, inter, w2, inter) || (top_k > 1 && (!part || !counters)))
+    return cudaErrorInvalidValue;
+  if (top_k == 1)  // (the shared expert) more, thinner blocks: there is one entry
+    launch(expert_down_kernel<2>, dim3(static_cast<unsigned>((d + kWarps * 2 - 1) / (kWarps * 2)), static_cast<unsigned>(rows)), kWarps * 32,
+           0, s)(h, inter, experts, top_k, n_exp, w2, d, accumulate, out, part, counters);
+  else
+    launch(expert_down_kernel<kDownJ>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)), static_cast<unsigned>(rows * top_k)),
+           kWarps * 32, 0, s)(h, inter, experts, top_k, n_exp, w2, d, accumulate, out, part, counters);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels
