@@ -113,17 +113,27 @@ bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k);
 // o < n_out, where g = o / n_group (n_group = n_out: a plain product; else a grouped one).
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
                  int64_t ldo, cudaStream_t s);
-// Experts of a few rows without a permutation. h [entries, inter] fp32: entry e (row e / top_k,
-// expert experts[e], or expert 0 when experts is null) = weights[e] (null: 1) * clamped
-// SwiGLU(x · w1[ex]^T, x · w3[ex]^T); zeros for an invalid expert. entries <= 65535.
-cudaError_t expert_gate_up(const float* x, int64_t d, const int32_t* experts, const float* weights, int64_t entries, int top_k, int n_exp,
-                           const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit, float* h, cudaStream_t s);
-// out[t] = (accumulate ? out[t] : 0) + Σ_i h[t top_k + i] @ w2[ex_i]^T, summed in order i (invalid
-// experts add nothing). rows * top_k <= 65535. With top_k > 1: part [rows * top_k, d] floats of
-// scratch and expert_down_counters(rows, d) counters that are zero (the launch leaves them zero).
+// Experts of a few rows without a permutation. Each row has per_row() entries: slots i < top_k are
+// routed experts (experts[t, i] of the stacked w1 / w3 / w2, scaled by weights[t, i]; experts null:
+// expert 0, weights null: 1), slot top_k, when sw1 is set, the shared expert (scale 1).
+struct GemvExperts {
+  const int32_t* experts = nullptr;  // [rows, top_k]
+  const float* weights = nullptr;    // [rows, top_k]
+  int top_k = 0, n_exp = 0;
+  const bf16_t *w1 = nullptr, *w3 = nullptr, *w2 = nullptr;     // [n_exp, inter, d] x 2, [n_exp, d, inter]
+  const bf16_t *sw1 = nullptr, *sw3 = nullptr, *sw2 = nullptr;  // the shared expert: [inter, d] x 2, [d, inter]
+  __host__ __device__ int per_row() const { return top_k + (sw1 ? 1 : 0); }
+};
+// h [rows * per_row, inter] fp32: entry e = scale * clamped SwiGLU(x[row] · w1^T, x[row] · w3^T);
+// zeros for an invalid routed expert. rows * per_row <= 65535; d % 8 == 0.
+cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvExperts& ex, int64_t inter, float limit, float* h,
+                           cudaStream_t s);
+// out[t] = (accumulate ? out[t] : 0) + Σ_slots h[entry] @ w2^T, summed in slot order (invalid experts
+// add nothing). With more than one slot: part [rows * per_row, d] floats of scratch and
+// expert_down_counters(rows, d) counters that are zero (the launch leaves them zero).
 int64_t expert_down_counters(int64_t rows, int64_t d);
-cudaError_t expert_down(const float* h, int64_t inter, const int32_t* experts, int64_t rows, int top_k, int n_exp, const bf16_t* w2,
-                        int64_t d, bool accumulate, float* out, float* part, unsigned* counters, cudaStream_t s);
+cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvExperts& ex, int64_t d, bool accumulate, float* out,
+                        float* part, unsigned* counters, cudaStream_t s);
 
 // --- model state (state.cu)
 // Pools each closing window of `jobs` into one normalised, rotated entry (reads this step's kv/gate

@@ -115,85 +115,113 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __res
   }
 }
 
-__device__ __forceinline__ bool valid_expert(int32_t e, int n_exp) { return e >= 0 && e < n_exp; }
+// Entry e of an expert launch: row e / per_row, slot i = e % per_row; the weights it reads (null if
+// it reads none) and its scale.
+struct Entry {
+  int64_t t;
+  int i;
+  bool fixed;  // its weights do not depend on an earlier kernel (the shared expert, or no routing)
+  int64_t expert;  // index into the stacked weights (0 for the shared expert)
+  bool shared;
 
-// grid (output groups of kWarps x J, entries): h[e][j] = weights[e] SwiGLU(x[e / top_k] · w1[ex][j],
-// · w3[ex][j]) (weights null: 1); an entry with an invalid expert gets zeros.
+  __device__ Entry(const GemvExperts& ex, int64_t e) {
+    const int per_row = ex.top_k + (ex.sw1 ? 1 : 0);
+    t = e / per_row;
+    i = static_cast<int>(e % per_row);
+    shared = i == ex.top_k;
+    fixed = shared || !ex.experts;
+    expert = 0;
+  }
+  // Reads the routing (after pdl_begin); false for an invalid routed expert.
+  __device__ bool resolve(const GemvExperts& ex) {
+    if (shared || !ex.experts) return true;
+    const int32_t id = ex.experts[t * ex.top_k + i];
+    expert = id;
+    return id >= 0 && id < ex.n_exp;
+  }
+  __device__ float scale(const GemvExperts& ex) const { return shared || !ex.weights ? 1.0f : ex.weights[t * ex.top_k + i]; }
+};
+
+// grid (output groups of kWarps x J, entries): h[e][j] = scale(e) SwiGLU(x[row] · w1[ex][j], · w3[ex][j]);
+// an entry with an invalid expert gets zeros.
 template <int J>
-__global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float* __restrict__ x, int64_t d,
-                                                                    const int32_t* __restrict__ experts,
-                                                                    const float* __restrict__ weights, int top_k, int n_exp,
-                                                                    const bf16_t* __restrict__ w1, const bf16_t* __restrict__ w3,
+__global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float* __restrict__ x, int64_t d, GemvExperts ex,
                                                                     int64_t inter, float limit, float* __restrict__ h) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t e = blockIdx.y;
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * J;
-  if (!experts && o0 < inter) {  // one fixed expert (the shared one): its weights can come early
-    const uint4* wr[2 * J];
+  Entry en(ex, e);
+  auto rows_of = [&](const uint4* (&wr)[2 * J]) {
+    const bf16_t* a = en.shared ? ex.sw1 : ex.w1;
+    const bf16_t* b = en.shared ? ex.sw3 : ex.w3;
 #pragma unroll
     for (int j = 0; j < J; ++j) {
-      wr[j] = reinterpret_cast<const uint4*>(w1 + min(o0 + j, inter - 1) * d);
-      wr[J + j] = reinterpret_cast<const uint4*>(w3 + min(o0 + j, inter - 1) * d);
+      const int64_t row = en.expert * inter + min(o0 + j, inter - 1);
+      wr[j] = reinterpret_cast<const uint4*>(a + row * d);
+      wr[J + j] = reinterpret_cast<const uint4*>(b + row * d);
     }
+  };
+  if (en.fixed && o0 < inter) {  // weights that can come early
+    const uint4* wr[2 * J];
+    rows_of(wr);
     prefetch_rows<2 * J, 8 / J>(wr, lane, 32, d / 8);
   }
   pdl_begin();
   if (o0 >= inter) return;
-  const int32_t ex = experts ? experts[e] : 0;
+  const bool valid = en.resolve(ex);
   float acc[2 * J][1] = {};
-  if (valid_expert(ex, n_exp)) {
+  if (valid) {
     const uint4* wr[2 * J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int64_t row = static_cast<int64_t>(ex) * inter + min(o0 + j, inter - 1);
-      wr[j] = reinterpret_cast<const uint4*>(w1 + row * d);
-      wr[J + j] = reinterpret_cast<const uint4*>(w3 + row * d);
-    }
-    const float4* xr[1] = {reinterpret_cast<const float4*>(x + (e / top_k) * d)};
+    rows_of(wr);
+    const float4* xr[1] = {reinterpret_cast<const float4*>(x + en.t * d)};
     dot_rows<1, 2 * J, 8 / J>(wr, xr, lane, 32, d / 8, acc);
   }
-  const float wt = weights ? weights[e] : 1.0f;
+  const float wt = en.scale(ex);
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     const float g = warp_sum(acc[j][0]), u = warp_sum(acc[J + j][0]);
-    if (lane == 0 && o0 + j < inter) h[e * inter + o0 + j] = valid_expert(ex, n_exp) ? wt * swiglu_clamped(g, u, limit) : 0.0f;
+    if (lane == 0 && o0 + j < inter) h[e * inter + o0 + j] = valid ? wt * swiglu_clamped(g, u, limit) : 0.0f;
   }
 }
 
 // grid (output groups of kWarps x J, entries): block (g, e) computes its outputs of entry e,
-// h[e] · w2[ex_e][j] (h holds the routing weight), as gate_up does: a block per (group, expert) keeps
-// as many loads in flight as there are entries. With top_k 1 it writes out directly. Else it
+// h[e] · w2[ex_e][j] (h holds the scale), as gate_up does: a block per (group, entry) keeps as many
+// loads in flight as there are entries. With one entry per row it writes out directly. Else it
 // leaves them in part[e] and counts itself in counters[t][g]; the row's last block of the group
-// adds the top_k parts in order i (a fixed order whoever comes last) and resets the counter.
+// adds the row's parts in slot order (a fixed order whoever comes last) and resets the counter.
 template <int J>
-__global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* __restrict__ h, int64_t inter,
-                                                                 const int32_t* __restrict__ experts, int top_k, int n_exp,
-                                                                 const bf16_t* __restrict__ w2, int64_t d, bool accumulate,
-                                                                 float* __restrict__ out, float* part, unsigned* counters) {
+__global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* __restrict__ h, int64_t inter, GemvExperts ex, int64_t d,
+                                                                 bool accumulate, float* __restrict__ out, float* part, unsigned* counters) {
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t e = blockIdx.y, t = e / top_k;
+  const int64_t e = blockIdx.y;
+  const int per_row = ex.top_k + (ex.sw1 ? 1 : 0);
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * J;
-  if (!experts && o0 < d) {  // the shared expert: fixed weights, fetched early
-    const uint4* wr[J];
+  Entry en(ex, e);
+  auto rows_of = [&](const uint4* (&wr)[J]) {
+    const bf16_t* w = en.shared ? ex.sw2 : ex.w2;
 #pragma unroll
-    for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w2 + min(o0 + j, d - 1) * inter);
+    for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w + (en.expert * d + min(o0 + j, d - 1)) * inter);
+  };
+  if (en.fixed && o0 < d) {
+    const uint4* wr[J];
+    rows_of(wr);
     prefetch_rows<J, 4>(wr, lane, 32, inter / 8);
   }
   pdl_begin();
-  const int32_t ex = experts ? experts[e] : 0;
+  const bool valid = en.resolve(ex);
   float acc[J][1] = {};
-  if (o0 < d && valid_expert(ex, n_exp)) {
+  if (o0 < d && valid) {
     const uint4* wr[J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w2 + (static_cast<int64_t>(ex) * d + min(o0 + j, d - 1)) * inter);
+    rows_of(wr);
     const float4* xr[1] = {reinterpret_cast<const float4*>(h + e * inter)};
     dot_rows<1, J, 4>(wr, xr, lane, 32, inter / 8, acc);
   }
   float v[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) v[j] = warp_sum(acc[j][0]);
-  if (top_k == 1) {
+  const int64_t t = en.t;
+  if (per_row == 1) {
     if (lane == 0)
 #pragma unroll
       for (int j = 0; j < J; ++j)
@@ -207,14 +235,14 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* _
   __threadfence();  // the parts are visible before the count says so
   __syncthreads();
   unsigned* count = counters + t * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == static_cast<unsigned>(top_k - 1);
+  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == static_cast<unsigned>(per_row - 1);
   __syncthreads();
   if (!last) return;
   __threadfence();
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps * J + threadIdx.x;
   if (threadIdx.x < kWarps * J && o < d) {
     float sum = 0.0f;
-    for (int i = 0; i < top_k; ++i) sum += __ldcg(part + (t * top_k + i) * d + o);  // L2: other blocks' writes
+    for (int i = 0; i < per_row; ++i) sum += __ldcg(part + (t * per_row + i) * d + o);  // L2: other blocks' writes
     out[t * d + o] = (accumulate ? out[t * d + o] : 0.0f) + sum;
   }
   if (threadIdx.x == 0) *count = 0;
@@ -262,37 +290,42 @@ cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int
   return launch_gemv<4>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
 }
 
-cudaError_t expert_gate_up(const float* x, int64_t d, const int32_t* experts, const float* weights, int64_t entries, int top_k, int n_exp,
-                           const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit, float* h, cudaStream_t s) {
+cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvExperts& ex, int64_t inter, float limit, float* h,
+                           cudaStream_t s) {
+  const int64_t entries = rows * ex.per_row();
   if (entries <= 0 || inter <= 0) return cudaSuccess;
-  if (entries > 65535 || top_k <= 0 || !gemv_supported(x, d, w1, d) || !aligned16(w3)) return cudaErrorInvalidValue;
+  if (entries > 65535 || ex.top_k < 0 || ex.per_row() < 1 || !gemv_supported(x, d, ex.w1, d) || !aligned16(ex.w3) ||
+      (ex.sw1 && (!aligned16(ex.sw1) || !aligned16(ex.sw3))))
+    return cudaErrorInvalidValue;
   // Two outputs per warp where that still gives ~2 blocks per multiprocessor, else one.
   const int64_t wide = (inter + kWarps * 2 - 1) / (kWarps * 2);
-  if (wide * entries >= kFewBlocks) {
-    launch(expert_gate_up_kernel<2>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(
-        x, d, experts, weights, top_k, n_exp, w1, w3, inter, limit, h);
-  } else {
-    launch(expert_gate_up_kernel<1>, dim3(static_cast<unsigned>((inter + kWarps - 1) / kWarps), static_cast<unsigned>(entries)), kWarps * 32, 0,
-                               s)(x, d, experts, weights, top_k, n_exp, w1, w3, inter, limit, h);
-  }
+  if (wide * entries >= kFewBlocks)
+    launch(expert_gate_up_kernel<2>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(x, d, ex, inter,
+                                                                                                                       limit, h);
+  else
+    launch(expert_gate_up_kernel<1>, dim3(static_cast<unsigned>((inter + kWarps - 1) / kWarps), static_cast<unsigned>(entries)), kWarps * 32,
+           0, s)(x, d, ex, inter, limit, h);
   return cudaGetLastError();
 }
 
-constexpr int kDownJ = 4;  // outputs per warp of the routed down product (16 loads in flight per lane)
+constexpr int kDownJ = 4;  // outputs per warp of the down product with several entries a row (16 loads in flight per lane)
 
 int64_t expert_down_counters(int64_t rows, int64_t d) { return rows * ((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)); }
 
-cudaError_t expert_down(const float* h, int64_t inter, const int32_t* experts, int64_t rows, int top_k, int n_exp, const bf16_t* w2,
-                        int64_t d, bool accumulate, float* out, float* part, unsigned* counters, cudaStream_t s) {
-  if (rows <= 0 || d <= 0) return cudaSuccess;
-  if (rows * top_k > 65535 || top_k <= 0 || !gemv_supported(h, inter, w2, inter) || (top_k > 1 && (!part || !counters)))
+cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvExperts& ex, int64_t d, bool accumulate, float* out,
+                        float* part, unsigned* counters, cudaStream_t s) {
+  const int64_t entries = rows * ex.per_row();
+  if (entries <= 0 || d <= 0) return cudaSuccess;
+  if (entries > 65535 || ex.per_row() < 1 || !gemv_supported(h, inter, ex.w2, inter) || (ex.sw2 && !aligned16(ex.sw2)) ||
+      (ex.per_row() > 1 && (!part || !counters)))
     return cudaErrorInvalidValue;
-  if (top_k == 1)  // (the shared expert) more, thinner blocks: there is one entry
+  if (ex.per_row() == 1)  // (the shared expert alone) more, thinner blocks: there is one entry a row
     launch(expert_down_kernel<2>, dim3(static_cast<unsigned>((d + kWarps * 2 - 1) / (kWarps * 2)), static_cast<unsigned>(rows)), kWarps * 32,
-           0, s)(h, inter, experts, top_k, n_exp, w2, d, accumulate, out, part, counters);
+           0, s)(h, inter, ex, d, accumulate, out, part, counters);
   else
-    launch(expert_down_kernel<kDownJ>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)), static_cast<unsigned>(rows * top_k)),
-           kWarps * 32, 0, s)(h, inter, experts, top_k, n_exp, w2, d, accumulate, out, part, counters);
+    launch(expert_down_kernel<kDownJ>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)),
+                                            static_cast<unsigned>(entries)),
+           kWarps * 32, 0, s)(h, inter, ex, d, accumulate, out, part, counters);
   return cudaGetLastError();
 }
 

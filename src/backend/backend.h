@@ -219,6 +219,14 @@ class Backend {
   virtual void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) = 0;
   // out = clamped SwiGLU MLP(x) with one expert (the shared expert)
   virtual void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) = 0;
+  // The MoE feed-forward: out += Σ_k weights[k] * expert_k(x) + shared(x), shared being one expert
+  // (weights [1, inter, hidden] etc.). By default moe_experts, swiglu and add; a backend may fuse them.
+  virtual void moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Experts& routed, const Experts& shared, Tensor out) {
+    moe_experts(x, experts, weights, routed, out);
+    Tensor s = scratch_uninit(x.rows, out.cols);
+    swiglu(x, *shared.w1, *shared.w3, *shared.w2, shared.limit, s);
+    add(out, s);
+  }
 };
 
 // The CPU reference backend (fp32, batch-invariant products, a thread pool).

@@ -95,7 +95,8 @@ struct Knob {
   const char* what;  // for the table
 };
 constexpr Knob kKnobs[] = {
-    {"gemv_rows", 0, 4, "moe_experts", "GEMV kernels for products of <= 4 rows (experts, shared expert, linears) vs cuBLAS / tile kernels"},
+    {"gemv_rows", 0, 4, "moe_ffn (GEMV)",
+     "GEMV kernels for products of <= 4 rows (routed + shared experts as one op, linears) vs cuBLAS / tile kernels"},
     {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
 };
 

@@ -335,10 +335,8 @@ Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
   be_.route(x, router, experts, weights);
   Tensor out = be_.scratch(T, c.hidden_size);  // zero-filled: experts accumulate into it
   const float limit = static_cast<float>(c.swiglu_limit);
-  be_.moe_experts(x, experts, weights, Experts{L.w1.get(), L.w3.get(), L.w2.get(), limit}, out);
-  Tensor shared = be_.scratch_uninit(T, c.hidden_size);
-  be_.swiglu(x, *L.shared_w1, *L.shared_w3, *L.shared_w2, limit, shared);
-  be_.add(out, shared);
+  be_.moe_ffn(x, experts, weights, Experts{L.w1.get(), L.w3.get(), L.w2.get(), limit},
+              Experts{L.shared_w1.get(), L.shared_w3.get(), L.shared_w2.get(), limit}, out);
   return out;
 }
 

@@ -384,6 +384,46 @@ TEST_F(CudaOps, RoutedExperts) {
   }
 }
 
+// The MoE feed-forward as one op: routed experts + the shared expert. Few rows take the fused GEMV
+// kernels (one launch pair, parts summed by the last block); more rows the three ops.
+TEST_F(CudaOps, MoeFeedForwardRoutedAndShared) {
+  struct Case {
+    int32_t T;
+    int64_t experts, d, inter;
+    int k;
+  };
+  for (Case c : std::vector<Case>{{1, 16, 256, 96, 6}, {3, 8, 64, 40, 2}, {4, 32, 128, 64, 8}, {9, 8, 64, 40, 2}, {2, 8, 70, 30, 2}}) {
+    ForwardBatch b = rows_batch(c.T);
+    t.begin(b);
+    auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng, 1.5f), c.T, c.d);
+    std::vector<std::vector<float>> vals;
+    vals.reserve(3 * c.experts + 3);
+    auto make = [&](int64_t count, int64_t rows, int64_t cols) {
+      std::vector<WeightSource> ws;
+      for (int64_t e = 0; e < count; ++e) {
+        vals.push_back(testing::randn(static_cast<size_t>(rows * cols), rng, 1.0f / std::sqrt(static_cast<float>(cols)) * 2));
+        ws.push_back(testing::f32_source(vals.back(), rows, cols, "expert"));
+      }
+      return ws;
+    };
+    auto w1 = t.stacked(make(c.experts, c.inter, c.d)), w3 = t.stacked(make(c.experts, c.inter, c.d)), w2 = t.stacked(make(c.experts, c.d, c.inter));
+    auto s1 = t.stacked(make(1, c.inter, c.d)), s3 = t.stacked(make(1, c.inter, c.d)), s2 = t.stacked(make(1, c.d, c.inter));
+    std::vector<int32_t> ev(static_cast<size_t>(c.T * c.k));
+    for (size_t i = 0; i < ev.size(); ++i) ev[i] = static_cast<int32_t>(rng() % c.experts);
+    auto ex = t.ints(ev, c.T, c.k);
+    std::vector<float> wv(static_cast<size_t>(c.T * c.k));
+    for (auto& v : wv) v = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
+    auto wts = t.tensor(wv, c.T, c.k);
+    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);  // accumulates
+    const float limit = 1.5f;
+    t.cpu->moe_ffn(x.c, ex.c, wts.c, Experts{w1.c.get(), w3.c.get(), w2.c.get(), limit}, Experts{s1.c.get(), s3.c.get(), s2.c.get(), limit},
+                   out.c);
+    t.gpu->moe_ffn(x.g, ex.g, wts.g, Experts{w1.g.get(), w3.g.get(), w2.g.get(), limit}, Experts{s1.g.get(), s3.g.get(), s2.g.get(), limit},
+                   out.g);
+    t.compare(fmt::format("moe_ffn T={} E={} d={} inter={} k={}", c.T, c.experts, c.d, c.inter, c.k), out, kBf16Tol);
+  }
+}
+
 // --- stateful ops: compress (both compressors), indexer top-k, attention, window update over
 // several steps of several sequences at different stages.
 

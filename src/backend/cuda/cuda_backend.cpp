@@ -977,19 +977,14 @@ class CudaBackend final : public Backend {
                 "moe_experts: x [{}, {}], {} experts of [{}, {}], top {}", x.rows, x.cols, n_exp, inter, w1.cols, k))
       return;
     if (x.rows == 0) return;
-    if (!f32 && x.rows <= gemv_rows_ && kn::expert_down_counters(x.rows, d) <= kCounters && kn::gemv_supported(x.data, d, w1.b16, d) &&
-        kn::gemv_supported(x.data, d, w2.b16, inter)) {
-      // Decode: each row's experts read their weights straight, no permutation.
-      auto* h = static_cast<float*>(temp(static_cast<size_t>(x.rows * k * inter) * 4));
-      auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows * k * d) * 4));
-      if (!h || !part) return;
-      if (!check(kn::expert_gate_up(x.data, d, experts.data, weights.data, x.rows * k, k, static_cast<int>(n_exp), w1.b16, w3.b16, inter,
-                                    e.limit, h, stream_),
-                 "expert gate/up (GEMV)"))
-        return;
-      check(kn::expert_down(h, inter, experts.data, x.rows, k, static_cast<int>(n_exp), w2.b16, d, true, out.data, part, counters_, stream_),
-            "expert down (GEMV)");
-      return;
+    if (!f32) {
+      kn::GemvExperts g;
+      g.experts = experts.data;
+      g.weights = weights.data;
+      g.top_k = k;
+      g.n_exp = static_cast<int>(n_exp);
+      g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
+      if (gemv_experts(x, g, inter, e.limit, true, out)) return;  // decode: no permutation
     }
     const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
     const int64_t entries_max = chunk * k;
@@ -1055,6 +1050,32 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // Decode: routed and shared experts as one pair of GEMV launches (and no add). Else the three ops.
+  void moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Experts& routed, const Experts& shared, Tensor out) override {
+    {
+      Op op(*this, "moe_ffn (GEMV)");
+      if (!op) return;
+      const auto &w1 = cw(*routed.w1), &w3 = cw(*routed.w3), &w2 = cw(*routed.w2);
+      const auto &s1 = cw(*shared.w1), &s3 = cw(*shared.w3), &s2 = cw(*shared.w2);
+      const int64_t d = x.cols, inter = w1.rows;
+      const int k = static_cast<int>(experts.cols);
+      if (w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit && s1.rows == inter &&
+          s3.rows == inter && s2.cols == inter && s1.cols == d && s2.rows == d && w1.cols == d && w3.count == w1.count &&
+          w3.rows == inter && w2.count == w1.count && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
+          weights.cols == k && out.rows == x.rows && out.cols == d && k > 0) {
+        kn::GemvExperts g;
+        g.experts = experts.data;
+        g.weights = weights.data;
+        g.top_k = k;
+        g.n_exp = static_cast<int>(w1.count);
+        g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
+        g.sw1 = s1.b16, g.sw3 = s3.b16, g.sw2 = s2.b16;
+        if (gemv_experts(x, g, inter, routed.limit, true, out)) return;
+      }
+    }
+    Backend::moe_ffn(x, experts, weights, routed, shared, out);
+  }
+
   void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) override {
     Op op(*this, "shared expert (swiglu)", w1.rows, w1.cols);
     if (!op) return;
@@ -1062,15 +1083,12 @@ class CudaBackend final : public Backend {
     if (!expect(w3.rows == inter && w1.cols == x.cols && w3.cols == x.cols && w2.cols == inter && w2.rows == out.cols && out.rows == x.rows,
                 "swiglu: x [{}, {}], w1 [{}, {}], w2 [{}, {}]", x.rows, x.cols, w1.rows, w1.cols, w2.rows, w2.cols))
       return;
-    const auto &c1 = cw(w1), &c3 = cw(w3), &c2 = cw(w2);
-    if (x.rows <= gemv_rows_ && c1.b16 && c3.b16 && c2.b16 && kn::gemv_supported(x.data, x.cols, c1.b16, x.cols) &&
-        kn::gemv_supported(x.data, x.cols, c2.b16, inter)) {
-      auto* h = static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4));
-      if (!h) return;
-      if (!check(kn::expert_gate_up(x.data, x.cols, nullptr, nullptr, x.rows, 1, 1, c1.b16, c3.b16, inter, limit, h, stream_), "shared gate/up (GEMV)"))
-        return;
-      check(kn::expert_down(h, inter, nullptr, x.rows, 1, 1, c2.b16, out.cols, false, out.data, nullptr, nullptr, stream_), "shared down (GEMV)");
-      return;
+    if (cw(w1).b16 && cw(w3).b16 && cw(w2).b16) {
+      kn::GemvExperts g;
+      g.top_k = 1;
+      g.n_exp = 1;
+      g.w1 = cw(w1).b16, g.w3 = cw(w3).b16, g.w2 = cw(w2).b16;
+      if (gemv_experts(x, g, inter, limit, false, out)) return;  // decode
     }
     Tensor g{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
     Tensor u{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
@@ -1382,6 +1400,21 @@ class CudaBackend final : public Backend {
            check(kn::swiglu_bf16(g, u, slab * inter, limit, h, stream_), "moe swiglu") &&
            product(w2.b16, h, inter, d, y, "moe down (cuBLAS)") &&
            check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
+  }
+
+  // The expert GEMV kernels for a decode batch (rows <= gemv_rows): out (+)= the experts of g.
+  // False (nothing launched) where they do not apply.
+  bool gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter, float limit, bool accumulate, Tensor out) {
+    const int64_t d = x.cols, entries = x.rows * g.per_row();
+    if (x.rows > gemv_rows_ || kn::expert_down_counters(x.rows, d) > kCounters || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
+        !kn::gemv_supported(x.data, d, g.w2, inter))
+      return false;
+    auto* h = static_cast<float*>(temp(static_cast<size_t>(entries * inter) * 4));
+    auto* part = static_cast<float*>(temp(static_cast<size_t>(entries * d) * 4));
+    if (!h || !part) return true;  // (failed: the error is kept)
+    if (check(kn::expert_gate_up(x.data, d, x.rows, g, inter, limit, h, stream_), "expert gate/up (GEMV)"))
+      check(kn::expert_down(h, inter, x.rows, g, d, accumulate, out.data, part, counters_, stream_), "expert down (GEMV)");
+    return true;
   }
 
   // A hyper-connection mix of x (n outputs) in the partial layout of kernels::mix_partial: its
