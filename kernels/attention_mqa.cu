@@ -42,23 +42,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
 
-  const float* qrow = q + (r * heads + h0) * kHd;
-  constexpr int kQLoads = kHeadTile * (kHd / 4) / kThreads, kQBatch = 16;  // float4 per thread, issued 16 at a time
-#pragma unroll
-  for (int batch = 0; batch < kQLoads / kQBatch; ++batch) {
-    float4 v[kQBatch];
-#pragma unroll
-    for (int u = 0; u < kQBatch; ++u) {
-      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      v[u] = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kQBatch; ++u) {
-      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      store_bf16x4(Qs + h * kLd + c, v[u]);
-    }
-  }
-
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
   const int64_t total = keys.total;
   const int64_t share = (total + n_splits - 1) / n_splits;
@@ -89,6 +72,24 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
     resolve(j_begin, kp);
     __syncthreads();
     issue(kp);
+  }
+  // The query heads to bf16 while the first tile's keys are in flight (the loop's first barrier
+  // publishes them).
+  const float* qrow = q + (r * heads + h0) * kHd;
+  constexpr int kQLoads = kHeadTile * (kHd / 4) / kThreads, kQBatch = 16;  // float4 per thread, issued 16 at a time
+#pragma unroll
+  for (int batch = 0; batch < kQLoads / kQBatch; ++batch) {
+    float4 v[kQBatch];
+#pragma unroll
+    for (int u = 0; u < kQBatch; ++u) {
+      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      v[u] = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kQBatch; ++u) {
+      const int idx = (batch * kQBatch + u) * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      store_bf16x4(Qs + h * kLd + c, v[u]);
+    }
   }
   int buf = 0;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile, buf ^= 1) {

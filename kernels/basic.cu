@@ -89,8 +89,10 @@ __global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t
   }
 }
 
-// One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows).
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, bool vec, float* out) {
+// One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows). With
+// positions, the normalised group (a head) is then rotated (rope.rope_dim trailing channels).
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, bool vec, RopeDev rope,
+                                const int32_t* __restrict__ positions, float* out) {
   pdl_begin();
   __shared__ float red[32];
   const int64_t groups_per_row = cols / group;
@@ -118,12 +120,15 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
       }
       reinterpret_cast<float4*>(oi)[i] = v;
     }
-    return;
+  } else {
+    for (int i = threadIdx.x; i < group; i += blockDim.x) {
+      const float v = xi[i] * inv;
+      oi[i] = w ? w[i] * v : v;
+    }
   }
-  for (int i = threadIdx.x; i < group; i += blockDim.x) {
-    const float v = xi[i] * inv;
-    oi[i] = w ? w[i] * v : v;
-  }
+  if (!positions) return;
+  __syncthreads();  // the block's normalised values are visible to the thread that rotates them
+  rotate_pairs(oi, group, rope, positions[r], false, threadIdx.x, blockDim.x);
 }
 
 __global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
@@ -553,13 +558,14 @@ cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times
 }
 
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
-                     cudaStream_t s) {
+                     cudaStream_t s, const RopeDev* rope, const int32_t* positions) {
   if (rows <= 0 || cols <= 0 || group <= 0) return cudaSuccess;
   const int64_t blocks = rows * (cols / group);
   const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
   auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = group % 4 == 0 && cols % 4 == 0 && al(x) && al(weight) && al(out);
-  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(x, weight, eps, cols, group, vec, out);
+  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(x, weight, eps, cols, group, vec, rope ? *rope : RopeDev{},
+                                                                       rope ? positions : nullptr, out);
   return cudaGetLastError();
 }
 

@@ -71,9 +71,10 @@ cudaError_t spin(int64_t ns, cudaStream_t s);
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
                   int64_t rows, float* out, cudaStream_t s);
 cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times, float* out, cudaStream_t s);
-// x and out may alias.
+// x and out may alias. With rope (and positions), each normalised group is then rotated as
+// rope(..., head_dim = group, inverse = false) would.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
-                     cudaStream_t s);
+                     cudaStream_t s, const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);

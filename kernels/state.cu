@@ -248,6 +248,22 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, const f
   }
   __syncthreads();
   float* o = out + rh * hd;
+  if (hd % 4 == 0 && reinterpret_cast<uintptr_t>(part) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+    // Four columns per thread: (hd + 2) % 4 == 2, so a share's columns are 8-byte aligned; read as
+    // float2 pairs.
+    for (int c = threadIdx.x * 4; c < hd; c += blockDim.x * 4) {
+      float4 v = make_float4(0, 0, 0, 0);
+      for (int s = 0; s < n_splits; ++s) {
+        const float2 a = *reinterpret_cast<const float2*>(pp + s * (hd + 2) + c), b = *reinterpret_cast<const float2*>(pp + s * (hd + 2) + c + 2);
+        v.x += a.x * w[s];
+        v.y += a.y * w[s];
+        v.z += b.x * w[s];
+        v.w += b.y * w[s];
+      }
+      *reinterpret_cast<float4*>(o + c) = make_float4(v.x / denom, v.y / denom, v.z / denom, v.w / denom);
+    }
+    return;
+  }
   for (int c = threadIdx.x; c < hd; c += blockDim.x) {
     float v = 0.0f;
     for (int s = 0; s < n_splits; ++s) v += pp[s * (hd + 2) + c] * w[s];

@@ -189,6 +189,11 @@ class Backend {
   // Rotates the trailing rope.rope_dim channels of each head_dim-wide head at the row's position;
   // inverse rotates by the negative angle. In place.
   virtual void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) = 0;
+  // rms_norm in groups of head_dim, then rope (forward). By default the two ops; a backend may fuse them.
+  virtual void rms_norm_rope(Tensor x, const DeviceWeight* weight, float eps, int head_dim, const Rope& r, Tensor out) {
+    rms_norm(x, weight, eps, head_dim, out);
+    rope(out, head_dim, r, false);
+  }
   // a += b
   virtual void add(Tensor a, Tensor b) = 0;
   // out[i] = x[rows[i]]

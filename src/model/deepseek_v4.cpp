@@ -279,12 +279,10 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
   be_.rms_norm(qa, L.q_norm.get(), eps, c.q_lora_rank, qa);
   Tensor q = be_.scratch_uninit(T, c.num_heads * hd);
   be_.linear(qa, *L.wq_b, q);
-  be_.rms_norm(q, nullptr, eps, static_cast<int>(hd), q);
-  be_.rope(q, static_cast<int>(hd), rope, false);
+  be_.rms_norm_rope(q, nullptr, eps, static_cast<int>(hd), rope, q);
   Tensor kv = be_.scratch_uninit(T, hd);
   be_.linear(x, *L.wkv, kv);
-  be_.rms_norm(kv, L.kv_norm.get(), eps, static_cast<int>(hd), kv);
-  be_.rope(kv, static_cast<int>(hd), rope, false);
+  be_.rms_norm_rope(kv, L.kv_norm.get(), eps, static_cast<int>(hd), rope, kv);
 
   IntTensor selected;
   if (L.type != AttentionType::kSliding) {

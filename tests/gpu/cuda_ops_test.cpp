@@ -169,6 +169,16 @@ TEST_F(CudaOps, RmsNormRopeAddGatherEmbedRepeat) {
     t.cpu->rope(x.c, head_dim, rc, true);
     t.gpu->rope(x.g, head_dim, rg, true);
     t.compare(fmt::format("rope inverse head_dim={} rope_dim={}", head_dim, rope_dim), x, kF32Tol);
+    for (bool weighted : {false, true}) {  // the fused norm + rope (CPU: the two ops), into another tensor and in place
+      auto w = t.floats(testing::randn(static_cast<size_t>(head_dim), rng), 1, head_dim);
+      auto out = t.zeros(T, heads * head_dim);
+      t.cpu->rms_norm_rope(x.c, weighted ? w.c.get() : nullptr, 1e-6f, head_dim, rc, out.c);
+      t.gpu->rms_norm_rope(x.g, weighted ? w.g.get() : nullptr, 1e-6f, head_dim, rg, out.g);
+      t.compare(fmt::format("rms_norm_rope head_dim={} rope_dim={} weight={}", head_dim, rope_dim, weighted), out, kF32Tol);
+      t.cpu->rms_norm_rope(x.c, weighted ? w.c.get() : nullptr, 1e-6f, head_dim, rc, x.c);
+      t.gpu->rms_norm_rope(x.g, weighted ? w.g.get() : nullptr, 1e-6f, head_dim, rg, x.g);
+      t.compare(fmt::format("rms_norm_rope in place head_dim={} weight={}", head_dim, weighted), x, kF32Tol);
+    }
   }
   {
     auto a = t.tensor(testing::randn(T * 70, rng), T, 70);

@@ -757,6 +757,19 @@ class CudaBackend final : public Backend {
     check(kn::rms_norm(x.data, wt, eps, x.rows, x.cols, group, out.data, stream_), "rms_norm");
   }
 
+  void rms_norm_rope(Tensor x, const DeviceWeight* weight, float eps, int head_dim, const Rope& rope, Tensor out) override {
+    Op op(*this, "rms_norm + rope");
+    if (!op) return;
+    if (!expect(head_dim > 0 && x.cols % head_dim == 0 && out.rows == x.rows && out.cols == x.cols && x.rows == bdev_.rows &&
+                    (!weight || weight->rows * weight->cols == head_dim) && rope.rope_dim <= head_dim && rope.rope_dim % 2 == 0,
+                "rms_norm_rope: [{}, {}] with head_dim {} and rope_dim {}", x.rows, x.cols, head_dim, rope.rope_dim))
+      return;
+    const float* wt = weight ? fvec(*weight, "rms_norm weight") : nullptr;
+    const kn::RopeDev r = rope_dev(rope);
+    if ((weight && !wt) || !r.inv_freq) return;
+    check(kn::rms_norm(x.data, wt, eps, x.rows, x.cols, head_dim, out.data, stream_, &r, bdev_.positions), "rms_norm + rope");
+  }
+
   void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) override {
     Op op(*this, "rope");
     if (!op) return;
@@ -1052,26 +1065,23 @@ class CudaBackend final : public Backend {
 
   // Decode: routed and shared experts as one pair of GEMV launches (and no add). Else the three ops.
   void moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Experts& routed, const Experts& shared, Tensor out) override {
-    {
+    const auto &w1 = cw(*routed.w1), &w3 = cw(*routed.w3), &w2 = cw(*routed.w2);
+    const auto &s1 = cw(*shared.w1), &s3 = cw(*shared.w3), &s2 = cw(*shared.w2);
+    const int64_t d = x.cols, inter = w1.rows;
+    const int k = static_cast<int>(experts.cols);
+    if (x.rows <= gemv_rows_ && w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit &&
+        s1.rows == inter && s3.rows == inter && s2.cols == inter && s1.cols == d && s2.rows == d && w1.cols == d && w3.count == w1.count &&
+        w3.rows == inter && w2.count == w1.count && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
+        weights.cols == k && out.rows == x.rows && out.cols == d && k > 0) {
+      kn::GemvExperts g;
+      g.experts = experts.data;
+      g.weights = weights.data;
+      g.top_k = k;
+      g.n_exp = static_cast<int>(w1.count);
+      g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
+      g.sw1 = s1.b16, g.sw3 = s3.b16, g.sw2 = s2.b16;
       Op op(*this, "moe_ffn (GEMV)");
-      if (!op) return;
-      const auto &w1 = cw(*routed.w1), &w3 = cw(*routed.w3), &w2 = cw(*routed.w2);
-      const auto &s1 = cw(*shared.w1), &s3 = cw(*shared.w3), &s2 = cw(*shared.w2);
-      const int64_t d = x.cols, inter = w1.rows;
-      const int k = static_cast<int>(experts.cols);
-      if (w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit && s1.rows == inter &&
-          s3.rows == inter && s2.cols == inter && s1.cols == d && s2.rows == d && w1.cols == d && w3.count == w1.count &&
-          w3.rows == inter && w2.count == w1.count && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
-          weights.cols == k && out.rows == x.rows && out.cols == d && k > 0) {
-        kn::GemvExperts g;
-        g.experts = experts.data;
-        g.weights = weights.data;
-        g.top_k = k;
-        g.n_exp = static_cast<int>(w1.count);
-        g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
-        g.sw1 = s1.b16, g.sw3 = s3.b16, g.sw2 = s2.b16;
-        if (gemv_experts(x, g, inter, routed.limit, true, out)) return;
-      }
+      if (!op || gemv_experts(x, g, inter, routed.limit, true, out)) return;
     }
     Backend::moe_ffn(x, experts, weights, routed, shared, out);
   }
