@@ -3,6 +3,7 @@
 // step spent planning it (scheduler and bookkeeping) rather than in the forward.
 //
 //   engine_bench [--model DIR] [--device cpu|cuda] [--prompt 64] [--gen 32] [--threads 0]
+//                [--temperature 0] [--top-p 1]   (temperature 0: greedy)
 #include "engine/engine.h"
 #include "engine/session.h"
 
@@ -19,18 +20,22 @@ using namespace deepinfer;
 int main(int argc, char** argv) {
   std::string model = DEEPINFER_DEFAULT_MODEL, device = "cpu";
   int prompt = 64, gen = 32, threads = 0;
+  float temperature = 0.0f, top_p = 1.0f;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
     else if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
     else if (!std::strcmp(argv[i], "--prompt")) prompt = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--gen")) gen = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--temperature")) temperature = std::strtof(argv[i + 1], nullptr);
+    else if (!std::strcmp(argv[i], "--top-p")) top_p = std::strtof(argv[i + 1], nullptr);
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  std::printf("model %s, device %s, prompt %d tokens, %d generated per request\n\n", model.c_str(), device.c_str(), prompt, gen);
+  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g\n\n", model.c_str(),
+              device.c_str(), prompt, gen, temperature, top_p);
   std::printf("| concurrent | requests/s | generated tok/s | total tok/s | steps | planning share of step |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int concurrent : {1, 4, 16, 64}) {
@@ -67,7 +72,9 @@ int main(int argc, char** argv) {
     SamplingParams p;
     p.max_tokens = gen;
     p.ignore_eos = true;
-    p.temperature = 0.0f;
+    p.temperature = temperature;
+    p.top_p = top_p;
+    p.seed = 1;
     const auto before = engine.value()->stats();
     auto t0 = std::chrono::steady_clock::now();
     for (auto& s : sessions)

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@ struct IntTensor {
   int32_t* data = nullptr;
   int64_t rows = 0, cols = 0;
 };
+
+// Host memory from Backend::allocate_host, released by the function it carries.
+struct HostRelease {
+  void (*release)(float*) = nullptr;
+  void operator()(float* p) const {
+    if (release) release(p);
+  }
+};
+using HostFloats = std::unique_ptr<float[], HostRelease>;
 
 // A position in the scratch stack (see Backend::scratch_mark).
 struct ScratchMark {
@@ -138,6 +148,13 @@ class Backend {
   virtual Tensor scratch_uninit(int64_t rows, int64_t cols) { return scratch(rows, cols); }
   virtual IntTensor scratch_int_uninit(int64_t rows, int64_t cols) { return scratch_int(rows, cols); }
   virtual Result<void> read(Tensor t, float* host) = 0;
+  // Host memory that read() fills fastest, for results read back every forward (the logits):
+  // page-locked on a GPU, so the copy runs at bus speed without a staging copy. Contents unspecified.
+  virtual Result<HostFloats> allocate_host(size_t count) {
+    float* p = new (std::nothrow) float[count];
+    if (!p) return make_error(Code::kOutOfMemory, "cannot allocate {} floats of host memory", count);
+    return HostFloats(p, HostRelease{[](float* q) { delete[] q; }});
+  }
   // Host <-> backend copies of whole tensors (tests, and inputs that do not come from the batch).
   // They complete before returning.
   virtual Result<void> write(Tensor t, const float* host) = 0;

@@ -168,13 +168,12 @@ class Bench {
         seqs.push_back(id);
       }
       DI_TRYV(be_.randomize_state(a_.seed + static_cast<uint64_t>(B)));
-      std::vector<float> logits;
       auto step = [&]() -> Result<double> {
         std::vector<int32_t> ids = random_ids(seqs.size());
         std::vector<ModelRunner::Feed> feeds;
         for (size_t i = 0; i < seqs.size(); ++i) feeds.push_back({seqs[i], &ids[i], 1, ForwardBatch::Logits::kLast});
         const auto t = Clock::now();
-        DI_TRYV(runner->step(feeds, logits));
+        DI_TRYV(runner->step(feeds));
         DI_TRYV(be_.finish());
         return seconds_since(t) * 1e3;
       };
@@ -238,7 +237,7 @@ class Bench {
     rep_.blank();
     rep_.line("Each sequence holds %d tokens of synthetic context; a step decodes one token per sequence. TPOT: mean over %d "
               "steps (CUDA graphs%s), logits left on the device; eager: every op launched from the host; +logits D2H: "
-              "extra time when the step copies the logits to the host (what the engine's host sampler does today). "
+              "extra time when the step copies the logits to page-locked host memory (what the engine's host sampler reads). "
               "Floor: bytes the step must move / measured copy bandwidth (dense weights + the routed experts the batch "
               "activates under uniform routing + the state attention and the indexer read).",
               context, a_.output_len, a_.no_graphs ? " off" : "");
@@ -317,13 +316,12 @@ class Bench {
     ro.graphs = !a_.no_graphs;
     DI_TRY(runner, ModelRunner::create(model_, be_, ro));
     std::fprintf(stderr, "prefill at context %d\n", context);
-    std::vector<float> logits;
     model_.set_logits_to_host(false);
     {  // warm-up: one chunk
       DI_TRY(id, runner->open_sequence());
       const int n = std::min(context, a_.prefill_chunk);
       std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
-      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits));
+      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}));
       DI_TRYV(be_.finish());
       runner->close_sequence(id);
     }
@@ -365,7 +363,7 @@ class Bench {
           done[i] += n;
           budget -= n;
         }
-        DI_TRYV(runner->step(feeds, logits));
+        DI_TRYV(runner->step(feeds));
         ++forwards;
         while (next < B && done[next] == context) ++next;
       }
@@ -390,7 +388,7 @@ class Bench {
         DI_TRYV(runner->set_synthetic_length(id, context - n));
         DI_TRYV(be_.randomize_state(a_.seed + 99));
         be_.set_op_profiling(true);
-        auto stepped = runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}, logits);
+        auto stepped = runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}});
         auto prof = be_.take_op_profile();
         be_.set_op_profiling(false);
         runner->close_sequence(id);

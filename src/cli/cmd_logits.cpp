@@ -28,10 +28,9 @@ Result<void> run_logits(const LogitsArgs& a) {
   std::ofstream out(a.out, std::ios::binary);
   if (!out) return make_error(Code::kIo, "cannot write {}", a.out);
   const size_t chunk = a.chunk > 0 ? static_cast<size_t>(a.chunk) : ids.size();
-  std::vector<float> logits;
   for (size_t s = 0; s < ids.size(); s += chunk) {
     const int32_t n = static_cast<int32_t>(std::min(chunk, ids.size() - s));
-    DI_TRYV(runner->step({{seq, ids.data() + s, n, ForwardBatch::Logits::kAll}}, logits));
+    DI_TRY(logits, runner->step({{seq, ids.data() + s, n, ForwardBatch::Logits::kAll}}));
     out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
   }
   if (!out.flush()) return make_error(Code::kIo, "writing {} failed", a.out);

@@ -37,10 +37,9 @@ Result<void> run_perplexity(const PerplexityArgs& a) {
   const int64_t vocab = model->config().vocab_size;
   double nll = 0;
   size_t predicted = 0, windows = 0;
-  std::vector<float> logits;
   for (size_t start = 0; start + w <= ids.size(); start += w, ++windows) {
     DI_TRY(seq, runner->open_sequence());
-    DI_TRYV(runner->step({{seq, ids.data() + start, static_cast<int32_t>(w), ForwardBatch::Logits::kAll}}, logits));
+    DI_TRY(logits, runner->step({{seq, ids.data() + start, static_cast<int32_t>(w), ForwardBatch::Logits::kAll}}));
     runner->close_sequence(seq);
     for (size_t j = 0; j + 1 < w; ++j) {
       const float* row = logits.data() + j * vocab;

@@ -13,6 +13,7 @@
 #include "sample/stop_condition.h"
 #include "sched/scheduler.h"
 #include "util/log.h"
+#include "util/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -125,6 +126,7 @@ Result<void> Engine::start() {
   stats_.block_tokens = runner_->layout().block_tokens;
   stats_.block_bytes = runner_->layout().block_floats * sizeof(float);
   masks_ = std::make_unique<MaskWorker>(std::max<size_t>(1, std::thread::hardware_concurrency() / 4));
+  sample_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.threads));
   loop_ = std::make_unique<EngineLoopState>();
   thread_ = std::thread([this] { loop(); });
   return ok();
@@ -365,16 +367,32 @@ void Engine::loop() {
     masks_in_flight.clear();
   };
 
-  // Samples the next token of `c` from `row` and emits its event; finishes c when it ends.
-  auto sample = [&](Generation& g, Completion& c, std::span<float> row) {
-    const auto& p = g.params;
-    SampleKey key{g.seed, static_cast<uint32_t>(c.index), static_cast<uint32_t>(c.output.size())};
+  // A completion whose next token is drawn from `row` this step. Draws touch only their own
+  // completion (and read its generation), so the rows of a step are sampled on the sample pool.
+  struct Draw {
+    Generation* g;
+    Completion* c;
+    std::span<float> row;
+    Result<SampleResult> result = SampleResult{};
+  };
+  auto draw = [&](Draw& d) {
+    Completion& c = *d.c;
+    SampleKey key{d.g->seed, static_cast<uint32_t>(c.index), static_cast<uint32_t>(c.output.size())};
     if (c.matcher && !c.mask_ready) {  // the first mask of a completion is computed here
       c.mask.resize(c.matcher->compiled().vocabulary().mask_words());
       c.matcher->fill_mask(c.mask.data());
       c.mask_ready = true;
     }
-    auto r = sample_row(row, p, *c.sampling, eos_ids_, c.matcher ? std::span<const uint32_t>(c.mask) : std::span<const uint32_t>(), key);
+    d.result = sample_row(d.row, d.g->params, *c.sampling, eos_ids_,
+                          c.matcher ? std::span<const uint32_t>(c.mask) : std::span<const uint32_t>(), key);
+  };
+
+  // Takes a drawn token into the completion and emits its event; finishes c when it ends.
+  auto take = [&](Draw& d) {
+    Generation& g = *d.g;
+    Completion& c = *d.c;
+    const auto& p = g.params;
+    Result<SampleResult>& r = d.result;
     if (!r) return finish(g, c, FinishReason::kError, r.error());
     const int32_t token = r.value().token;
     c.output.push_back(token);
@@ -425,7 +443,7 @@ void Engine::loop() {
     g.session->deliver(std::move(g.pending), true, keep ? &c0.output : nullptr, keep ? &c0.text : nullptr);
   };
 
-  std::vector<float> logits;
+  std::vector<Draw> draws;
   for (;;) {
     std::vector<uint64_t> releases;
     {
@@ -513,11 +531,14 @@ void Engine::loop() {
       fed.push_back({c, f.n});
     }
     if (!feeds.empty()) {
-      if (auto r = runner.step(feeds, logits); !r) {
-        log(LogLevel::kError, "engine step failed: {}", r.error().message);
-        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, r.error());
+      auto stepped = runner.step(feeds);
+      if (!stepped) {
+        log(LogLevel::kError, "engine step failed: {}", stepped.error().message);
+        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, stepped.error());
       } else {
+        const std::span<float> logits = stepped.value();
         collect_masks();
+        draws.clear();
         size_t row = 0;
         for (size_t i = 0; i < feeds.size(); ++i) {
           auto [c, n] = fed[i];
@@ -545,9 +566,12 @@ void Engine::loop() {
             e.has_logprobs = true;
             g.pending.push_back(std::move(e));
           }
-          float* last_row = first + (rows - 1) * vocab;
-          sample(g, *c, {last_row, static_cast<size_t>(vocab)});
+          draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
         }
+        sample_pool_->parallel_for(draws.size(), 1, [&](size_t begin, size_t end) {
+          for (size_t i = begin; i < end; ++i) draw(draws[i]);
+        });
+        for (Draw& d : draws) take(d);  // in feed order: events and finishes as with one thread
       }
     }
 

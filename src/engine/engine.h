@@ -27,6 +27,7 @@ class DeepseekV4;
 class MaskWorker;
 class ModelRunner;
 class Session;
+class ThreadPool;
 struct Generation;
 struct EngineLoopState;
 namespace grammar {
@@ -101,6 +102,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::unique_ptr<DeepseekV4> model_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<MaskWorker> masks_;
+  std::unique_ptr<ThreadPool> sample_pool_;  // the rows of a step are sampled in parallel
   std::mutex grammar_mu_;
   std::unique_ptr<grammar::GrammarCompiler> grammar_compiler_;  // made on first use
 

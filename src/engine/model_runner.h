@@ -9,6 +9,7 @@
 #include "util/result.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace deepinfer {
@@ -52,9 +53,10 @@ class ModelRunner {
     int32_t n = 0;
     ForwardBatch::Logits logits = ForwardBatch::Logits::kLast;
   };
-  // One forward over all feeds (each sequence at most once). Logits rows in feed order. On error no
-  // sequence advances (blocks grown for it are kept, which is harmless).
-  Result<void> step(const std::vector<Feed>& feeds, std::vector<float>& logits);
+  // One forward over all feeds (each sequence at most once). Returns the logits rows in feed order,
+  // valid until the next step (the caller may change them). On error no sequence advances (blocks grown for it are kept, which
+  // is harmless).
+  Result<std::span<float>> step(const std::vector<Feed>& feeds);
 
  private:
   ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks);

@@ -5,6 +5,7 @@
 
 #include "backend/random_fill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -338,7 +339,7 @@ Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
   return out;
 }
 
-Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
   const ModelConfig& c = config_;
   const int64_t T = batch.rows(), d = c.hidden_size, hc = c.hc_mult;
   for (int64_t r = 0; r < T; ++r) {
@@ -349,8 +350,7 @@ Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& 
   }
   for (int32_t r : batch.logit_rows)
     if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
-  logits.clear();
-  if (T == 0) return ok();
+  if (T == 0) return std::span<float>();
   DI_TRYV(be_.begin_forward(batch));
 
   Tensor x = be_.scratch_uninit(T, d);
@@ -388,14 +388,25 @@ Result<void> DeepseekV4::forward(const ForwardBatch& batch, std::vector<float>& 
   Tensor final_x = be_.scratch_uninit(T, d);
   be_.hc_head(streams, head, final_x);
   be_.rms_norm(final_x, norm_.get(), eps, static_cast<int>(d), final_x);
-  if (batch.logit_rows.empty()) return ok();
+  if (batch.logit_rows.empty()) return std::span<float>();
   Tensor picked = be_.scratch_uninit(static_cast<int64_t>(batch.logit_rows.size()), d);
   be_.gather_rows(final_x, batch.logit_rows, picked);
   Tensor out = be_.scratch_uninit(picked.rows, c.vocab_size);
   be_.linear(picked, *head_, out);
-  if (!logits_to_host_) return ok();
-  logits.resize(batch.logit_rows.size() * static_cast<size_t>(c.vocab_size));
-  return be_.read(out, logits.data());
+  if (!logits_to_host_) return std::span<float>();
+  const size_t count = batch.logit_rows.size() * static_cast<size_t>(c.vocab_size);
+  if (count > logits_capacity_) {  // grown geometrically: a batch that fills up reallocates rarely
+    const size_t want = std::max(count, 2 * logits_capacity_);
+    logits_.reset();
+    logits_capacity_ = 0;
+    auto memory = be_.allocate_host(want);
+    if (!memory) memory = be_.Backend::allocate_host(want);  // no page-locked memory: ordinary memory
+    if (!memory) return memory.error();
+    logits_ = std::move(memory).value();
+    logits_capacity_ = want;
+  }
+  DI_TRYV(be_.read(out, logits_.get()));
+  return std::span<float>(logits_.get(), count);
 }
 
 }  // namespace deepinfer

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,12 @@ class DeepseekV4 {
   // that is a multiple of every compress rate).
   StateLayout state_layout(int block_tokens = 0) const;
 
-  // Runs the batch; writes the logits of batch.logit_rows, row-major [logit_rows x vocab], to `logits`.
-  // Token ids and positions are checked first: a bad batch is an error and changes no state.
-  Result<void> forward(const ForwardBatch& batch, std::vector<float>& logits);
-  // Benchmarks: with false, forward computes the logits but leaves them on the backend (`logits`
-  // comes back empty and the forward may still be running; Backend::finish waits for it).
+  // Runs the batch; returns the logits of batch.logit_rows, row-major [logit_rows x vocab], in host
+  // memory the model owns (valid until the next forward; the caller may change it). Token ids and
+  // positions are checked first: a bad batch is an error and changes no state.
+  Result<std::span<float>> forward(const ForwardBatch& batch);
+  // Benchmarks: with false, forward computes the logits but leaves them on the backend (it returns
+  // an empty span and may still be running; Backend::finish waits for it).
   void set_logits_to_host(bool on) { logits_to_host_ = on; }
 
  private:
@@ -55,6 +57,8 @@ class DeepseekV4 {
   std::unique_ptr<DeviceWeight> inv_freq_main_, inv_freq_compress_;
   std::vector<Layer> layers_;
   bool logits_to_host_ = true;
+  HostFloats logits_;  // allocate_host memory, grown to the largest forward's logits
+  size_t logits_capacity_ = 0;
 };
 
 }  // namespace deepinfer

@@ -1,5 +1,7 @@
 #include "sample/logprobs.h"
 
+#include "sample/row_math.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,36 +14,32 @@ Result<Logprobs> compute_logprobs(std::span<const float> logits, int32_t token, 
   }
   if (top_n < 0) return make_error(Code::kInvalidArgument, "logprobs: top_n={} < 0", top_n);
 
-  float max_logit = -INFINITY;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
-      return make_error(Code::kInternal, "logprobs: logit of token {} is {}", i, logits[i]);
-    }
-    max_logit = std::max(max_logit, logits[i]);
+  if (const int64_t bad = first_invalid_logit(logits); bad >= 0) {
+    return make_error(Code::kInternal, "logprobs: logit of token {} is {}", bad, logits[bad]);
   }
-  if (max_logit == -INFINITY) {
+  const float max = max_logit(logits);
+  if (max == -INFINITY) {
     return make_error(Code::kInvalidArgument, "logprobs: every logit of the row is -inf");
   }
-
   const float own = logits[token];
+  int32_t rank = 1;  // tokens ranked before: a higher logit, or an equal one and a lower id
+  for (size_t i = 0; i < logits.size(); ++i) rank += logits[i] > own;
+  for (size_t i = 0; i < static_cast<size_t>(token); ++i) rank += logits[i] == own;
   const size_t n_top = std::min(static_cast<size_t>(top_n), logits.size());
   std::vector<TokenLogprob> top;  // logits for now, best first
   top.reserve(n_top + 1);
-  double sum = 0.0;
-  int32_t rank = 1;
-  for (size_t i = 0; i < logits.size(); ++i) {
+  for (size_t i = 0; i < logits.size() && n_top > 0; ++i) {
     const float l = logits[i];
-    sum += std::exp(static_cast<double>(l) - max_logit);
-    if (l > own || (l == own && static_cast<int32_t>(i) < token)) ++rank;
     // Scanning in id order, a new entry goes after every equal one already kept.
-    if (n_top > 0 && (top.size() < n_top || l > top.back().logprob)) {
+    if (top.size() < n_top || l > top.back().logprob) {
       auto at = std::upper_bound(top.begin(), top.end(), l,
                                  [](float v, const TokenLogprob& e) { return v > e.logprob; });
       top.insert(at, {static_cast<int32_t>(i), l});
       if (top.size() > n_top) top.pop_back();
     }
   }
-  const double log_z = max_logit + std::log(sum);
+  const double sum = exp_sum(logits, max);
+  const double log_z = max + std::log(sum);
   for (TokenLogprob& e : top) e.logprob = static_cast<float>(e.logprob - log_z);
   return Logprobs{token, static_cast<float>(own - log_z), rank, std::move(top)};
 }

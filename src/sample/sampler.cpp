@@ -2,6 +2,7 @@
 
 #include "sample/candidate_set.h"
 #include "sample/logits_processors.h"
+#include "sample/row_math.h"
 #include "sample/token_choice.h"
 
 #include <algorithm>
@@ -23,24 +24,10 @@ Result<void> check_inputs(std::span<const float> logits, const SequenceSamplingS
                         state.vocab_size());
     }
   }
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
-      return make_error(Code::kInternal, "logit of token {} is {}", i, logits[i]);
-    }
+  if (const int64_t bad = first_invalid_logit(logits); bad >= 0) {
+    return make_error(Code::kInternal, "logit of token {} is {}", bad, logits[bad]);
   }
   return ok();
-}
-
-// Writes the sampling distribution back into the row: scaled logits of survivors, -inf elsewhere.
-void store_processed(std::span<float> logits, std::span<const Candidate> survivors,
-                     float temperature) {
-  float max_logit = -INFINITY;
-  for (const Candidate& c : survivors) max_logit = std::max(max_logit, c.logit);
-  std::fill(logits.begin(), logits.end(), -INFINITY);
-  for (const Candidate& c : survivors) {
-    logits[c.token] =
-        static_cast<float>((static_cast<double>(c.logit) - max_logit) / temperature);
-  }
 }
 
 }  // namespace
@@ -73,8 +60,8 @@ Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& p
       candidates.apply_temperature(params.temperature);
       candidates.apply_top_p(params.top_p);
       candidates.apply_min_p(params.min_p);
-      token = draw_token(candidates.candidates(), sample_uniform(key));
-      store_processed(logits, candidates.candidates(), params.temperature);
+      token = candidates.draw(sample_uniform(key));
+      candidates.store_processed(logits, params.temperature);
     }
   }
   if (token < 0) {

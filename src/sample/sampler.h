@@ -3,9 +3,13 @@
 // is what a device implementation must reproduce; this file is only the CPU math.
 //
 // Determinism: the token is a pure function of (logits row, params, state, grammar mask, key).
-// Nothing depends on other rows, batch size, thread or call order; sums run in token id order in
-// double precision, so one build reproduces a token bit for bit. (Another libm may round exp()
-// differently in the last bit.) Rows may be sampled concurrently from different threads.
+// Nothing depends on other rows, batch size, thread or call order; every sum has one fixed order in
+// double precision (candidate_set.h, row_math.h), so one build reproduces a token bit for bit. (The
+// whole-row passes use their own exp; a top_k list's few weights use libm's, which another libm may
+// round differently in the last bit.) Rows may be sampled concurrently from different threads.
+//
+// Cost on a 129k vocabulary (bench/sampler_bench, one core): greedy ~75 us, temperature with top_p
+// on a trained model's row ~350 us; the passes over the row are vectorized.
 #pragma once
 
 #include "sample/logprobs.h"

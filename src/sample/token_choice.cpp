@@ -1,19 +1,15 @@
 #include "sample/token_choice.h"
 
+#include "sample/row_math.h"
+
 #include <cmath>
 
 namespace deepinfer {
 
 int32_t greedy_token(std::span<const float> logits) {
-  int32_t best = -1;
-  float best_logit = -INFINITY;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] > best_logit) {  // strict: the first (lowest) id keeps a tie
-      best_logit = logits[i];
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
+  const float best = max_logit(logits);
+  if (best == -INFINITY) return -1;
+  return static_cast<int32_t>(first_index_of(logits, best));  // the lowest id keeps a tie
 }
 
 int32_t draw_token(std::span<const Candidate> candidates, double u) {

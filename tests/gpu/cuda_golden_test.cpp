@@ -37,13 +37,13 @@ Agreement agreement(const std::vector<float>& got, const std::vector<float>& ref
 std::vector<float> run_chunked(ModelRunner& runner, const std::vector<int32_t>& ids, int chunk) {
   auto seq = runner.open_sequence();
   EXPECT_TRUE(seq);
-  std::vector<float> all, part;
+  std::vector<float> all;
   for (size_t s = 0; s < ids.size(); s += chunk) {
     const int32_t n = static_cast<int32_t>(std::min<size_t>(chunk, ids.size() - s));
-    auto r = runner.step({{seq.value(), ids.data() + s, n, ForwardBatch::Logits::kAll}}, part);
+    auto r = runner.step({{seq.value(), ids.data() + s, n, ForwardBatch::Logits::kAll}});
     EXPECT_TRUE(r) << r.error().message;
     if (!r) break;
-    all.insert(all.end(), part.begin(), part.end());
+    all.insert(all.end(), r.value().begin(), r.value().end());
   }
   runner.close_sequence(seq.value());
   return all;
@@ -65,7 +65,6 @@ std::vector<std::vector<float>> run_batched(ModelRunner& runner, const std::vect
   std::vector<int32_t> seq(n, -1), k(n, 0);
   std::vector<size_t> done(n, 0);
   std::vector<std::vector<float>> out(n);
-  std::vector<float> part;
   for (int step = 0;; ++step) {
     std::vector<ModelRunner::Feed> feeds;
     std::vector<size_t> who;
@@ -82,9 +81,10 @@ std::vector<std::vector<float>> run_batched(ModelRunner& runner, const std::vect
       who.push_back(s);
     }
     if (feeds.empty()) break;
-    auto r = runner.step(feeds, part);
+    auto r = runner.step(feeds);
     EXPECT_TRUE(r) << r.error().message;
     if (!r) return out;
+    const std::span<const float> part = r.value();
     size_t at = 0;
     for (size_t i = 0; i < feeds.size(); ++i) {
       const size_t len = static_cast<size_t>(feeds[i].n) * static_cast<size_t>(vocab);
@@ -138,12 +138,13 @@ TEST_P(CudaGolden, MatchesCpuFullChunkedTokenAndBatched) {
     f.ids = {0, 300, 301, 302, 17};
     auto seq = cpu_runner.value()->open_sequence();
     ASSERT_TRUE(seq);
-    std::vector<float> lg;
-    ASSERT_TRUE(cpu_runner.value()->step({{seq.value(), f.ids.data(), static_cast<int32_t>(f.ids.size()), ForwardBatch::Logits::kLast}}, lg));
+    auto lg = cpu_runner.value()->step({{seq.value(), f.ids.data(), static_cast<int32_t>(f.ids.size()), ForwardBatch::Logits::kLast}});
+    ASSERT_TRUE(lg);
     while (f.ids.size() < 300) {
-      const int32_t next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-      f.ids.push_back(next);
-      ASSERT_TRUE(cpu_runner.value()->step({{seq.value(), &f.ids.back(), 1, ForwardBatch::Logits::kLast}}, lg));
+      const std::span<float> row = lg.value();
+      f.ids.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      lg = cpu_runner.value()->step({{seq.value(), &f.ids.back(), 1, ForwardBatch::Logits::kLast}});
+      ASSERT_TRUE(lg);
     }
     cpu_runner.value()->close_sequence(seq.value());
   }

@@ -698,6 +698,12 @@ class CudaBackend final : public Backend {
   }
 
   Result<void> read(Tensor t, float* host) override { return copy_out(t.data, host, t.rows * t.cols); }
+  Result<HostFloats> allocate_host(size_t count) override {
+    void* p = nullptr;
+    cudaError_t e = cudaMallocHost(&p, std::max<size_t>(count, 1) * sizeof(float));
+    if (e != cudaSuccess) return cuda_error(e, "allocating pinned host memory");
+    return HostFloats(static_cast<float*>(p), HostRelease{[](float* q) { cudaFreeHost(q); }});
+  }
   Result<void> read_ints(IntTensor t, int32_t* host) override { return copy_out(t.data, host, t.rows * t.cols); }
   Result<void> write(Tensor t, const float* host) override { return copy_in(t.data, host, t.rows * t.cols); }
   Result<void> write_ints(IntTensor t, const int32_t* host) override { return copy_in(t.data, host, t.rows * t.cols); }

@@ -16,12 +16,13 @@ using testing::GoldenFixture;
 std::vector<float> run_chunked(ModelRunner& runner, const std::vector<int32_t>& ids, int chunk) {
   auto seq = runner.open_sequence();
   EXPECT_TRUE(seq);
-  std::vector<float> all, part;
+  std::vector<float> all;
   for (size_t s = 0; s < ids.size(); s += chunk) {
     int32_t n = static_cast<int32_t>(std::min<size_t>(chunk, ids.size() - s));
-    auto r = runner.step({{seq.value(), ids.data() + s, n, ForwardBatch::Logits::kAll}}, part);
+    auto r = runner.step({{seq.value(), ids.data() + s, n, ForwardBatch::Logits::kAll}});
     EXPECT_TRUE(r) << r.error().message;
-    all.insert(all.end(), part.begin(), part.end());
+    if (!r) break;
+    all.insert(all.end(), r.value().begin(), r.value().end());
   }
   runner.close_sequence(seq.value());
   return all;
