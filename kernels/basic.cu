@@ -164,6 +164,60 @@ __global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const i
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
 }
 
+// One block per row. Each thread keeps the best (value, lowest index) of its strided columns and
+// whether it saw a NaN or +inf; the block then reduces (larger value first, lower index on a tie).
+__global__ void argmax_kernel(const float* __restrict__ x, int64_t cols, int32_t* __restrict__ out) {
+  pdl_begin();
+  __shared__ float best_value[32];
+  __shared__ int32_t best_index[32];
+  __shared__ int invalid[32];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float value = -INFINITY;
+  int32_t index = INT32_MAX;
+  int bad = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = row[c];
+    bad |= !(v < INFINITY);
+    if (v > value) {  // columns grow along a thread's walk: the first maximum keeps a tie
+      value = v;
+      index = static_cast<int32_t>(c);
+    }
+  }
+  auto better = [](float v, int32_t i, float w, int32_t j) { return w > v || (w == v && j < i); };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(kFull, value, o);
+    const int32_t j = __shfl_xor_sync(kFull, index, o);
+    bad |= __shfl_xor_sync(kFull, bad, o);
+    if (better(value, index, w, j)) {
+      value = w;
+      index = j;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    best_value[warp] = value;
+    best_index[warp] = index;
+    invalid[warp] = bad;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  value = lane < warps ? best_value[lane] : -INFINITY;
+  index = lane < warps ? best_index[lane] : INT32_MAX;
+  bad = lane < warps ? invalid[lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(kFull, value, o);
+    const int32_t j = __shfl_xor_sync(kFull, index, o);
+    bad |= __shfl_xor_sync(kFull, bad, o);
+    if (better(value, index, w, j)) {
+      value = w;
+      index = j;
+    }
+  }
+  if (lane == 0) out[blockIdx.x] = bad ? -2 : value == -INFINITY ? -1 : index;
+}
+
 __global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, float limit) {
   pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -588,6 +642,12 @@ cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {
 cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
   if (n <= 0 || cols <= 0) return cudaSuccess;
   launch(gather_kernel, static_cast<unsigned>(n), 256, 0, s)(x, cols, rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  launch(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, s)(x, cols, out);
   return cudaGetLastError();
 }
 

@@ -79,6 +79,9 @@ cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rop
                  cudaStream_t s);
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);
 cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
+// out[r] = index of the largest value of row r, the lowest among equal ones; -1 when the row is all
+// -inf, -2 when it holds a NaN or +inf (greedy decoding without moving the logits).
+cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s);
 // g = silu(min(g, limit)) * clamp(u, -limit, limit), in place on g
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
 // h = bf16(silu(min(g, limit)) * clamp(u, -limit, limit))

@@ -215,6 +215,10 @@ class Backend {
   virtual void add(Tensor a, Tensor b) = 0;
   // out[i] = x[rows[i]]
   virtual void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) = 0;
+  // out[r] ([x.rows x 1]) = index of the largest value of row r of x, the lowest among equal ones
+  // (greedy decoding's token, as greedy_token picks it); -1 when the row is all -inf, -2 when it
+  // holds a NaN or +inf.
+  virtual void argmax_rows(Tensor x, IntTensor out) = 0;
 
   // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc]
   virtual void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) = 0;

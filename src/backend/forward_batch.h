@@ -24,6 +24,9 @@ struct ForwardBatch {
   std::vector<SequenceStep> seqs;
   std::vector<int32_t> block_tables;
   std::vector<int32_t> logit_rows;  // rows whose logits are returned, in this order
+  // The forward returns the best token of each logit row instead of its logits (greedy decoding;
+  // DeepseekV4::forward_greedy). Part of the batch because a captured graph includes that step.
+  bool greedy_tokens = false;
 
   int32_t rows() const { return static_cast<int32_t>(tokens.size()); }
 

@@ -130,7 +130,7 @@ class Bench {
 
   struct DecodeRow {
     int batch = 0;
-    double tpot_ms = 0, eager_ms = 0, host_logits_ms = 0;
+    double tpot_ms = 0, eager_ms = 0, host_logits_ms = 0, greedy_ms = 0;
     ModelCost::DecodeBytes bytes;
     bool done = false;
   };
@@ -138,7 +138,7 @@ class Bench {
   // Decode at `context` for every batch size; then the breakdown.
   Result<void> decode(int context) {
     const int max_b = *std::max_element(a_.batch_sizes.begin(), a_.batch_sizes.end());
-    const int steps = a_.eager_steps + a_.warmup + a_.output_len + a_.host_logit_steps + 4;
+    const int steps = a_.eager_steps + a_.warmup + a_.output_len + 2 * a_.host_logit_steps + 6;
     RunnerOptions ro;
     ro.max_sequences = max_b;
     ro.max_context = context + steps + 8;
@@ -168,12 +168,17 @@ class Bench {
         seqs.push_back(id);
       }
       DI_TRYV(be_.randomize_state(a_.seed + static_cast<uint64_t>(B)));
+      bool greedy = false;  // steps end with the best token of each row (ModelRunner::step_greedy)
       auto step = [&]() -> Result<double> {
         std::vector<int32_t> ids = random_ids(seqs.size());
         std::vector<ModelRunner::Feed> feeds;
         for (size_t i = 0; i < seqs.size(); ++i) feeds.push_back({seqs[i], &ids[i], 1, ForwardBatch::Logits::kLast});
         const auto t = Clock::now();
-        DI_TRYV(runner->step(feeds));
+        if (greedy) {
+          DI_TRYV(runner->step_greedy(feeds));
+        } else {
+          DI_TRYV(runner->step(feeds));
+        }
         DI_TRYV(be_.finish());
         return seconds_since(t) * 1e3;
       };
@@ -200,6 +205,12 @@ class Bench {
       DI_TRY(with_host, mean_of(a_.host_logit_steps));
       row.host_logits_ms = a_.host_logit_steps > 0 ? with_host - tpot : 0;
       model_.set_logits_to_host(false);
+      // Greedy decoding's steps: the argmax on the device and one id per row back (graphs of their own).
+      greedy = true;
+      DI_TRYV(mean_of(a_.host_logit_steps > 0 ? 2 : 0));
+      DI_TRY(with_greedy, mean_of(a_.host_logit_steps));
+      row.greedy_ms = a_.host_logit_steps > 0 ? with_greedy - tpot : 0;
+      greedy = false;
       row.bytes = cost_.decode_bytes(B, context + a_.eager_steps + a_.warmup + a_.output_len / 2);
       row.done = true;
       rows.push_back(row);
@@ -237,17 +248,19 @@ class Bench {
     rep_.blank();
     rep_.line("Each sequence holds %d tokens of synthetic context; a step decodes one token per sequence. TPOT: mean over %d "
               "steps (CUDA graphs%s), logits left on the device; eager: every op launched from the host; +logits D2H: "
-              "extra time when the step copies the logits to page-locked host memory (what the engine's host sampler reads). "
+              "extra time when the step copies the logits to page-locked host memory (what the engine's host sampler reads); "
+              "+greedy ms: extra time when the step ends with each row's best token instead (argmax on the device, 4 bytes "
+              "per row back: the engine's plain greedy steps). "
               "Floor: bytes the step must move / measured copy bandwidth (dense weights + the routed experts the batch "
               "activates under uniform routing + the state attention and the indexer read).",
               context, a_.output_len, a_.no_graphs ? " off" : "");
     rep_.blank();
-    rep_.line("| batch | TPOT ms | eager ms | +logits D2H ms | tokens/s | experts/layer | bytes/step GB | floor ms | TPOT / floor | "
-              "fraction of HBM BW |");
-    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    rep_.line("| batch | TPOT ms | eager ms | +logits D2H ms | +greedy ms | tokens/s | experts/layer | bytes/step GB | floor ms | "
+              "TPOT / floor | fraction of HBM BW |");
+    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const DecodeRow& r : rows) {
       if (!r.done) {
-        rep_.line("| %d | (skipped: time budget) | | | | | | | | |", r.batch);
+        rep_.line("| %d | (skipped: time budget) | | | | | | | | | |", r.batch);
         continue;
       }
       const double floor_ms = ceil_.copy_bytes_per_s > 0 ? r.bytes.total() / ceil_.copy_bytes_per_s * 1e3 : 0;
@@ -257,8 +270,9 @@ class Bench {
         std::snprintf(ratio, sizeof ratio, "%.2f", r.tpot_ms / floor_ms);
         std::snprintf(frac, sizeof frac, "%.0f%%", 100.0 * floor_ms / r.tpot_ms);
       }
-      rep_.line("| %d | %.3f | %.3f | %.3f | %.0f | %.0f | %s | %s | %s | %s |", r.batch, r.tpot_ms, r.eager_ms, r.host_logits_ms,
-                r.batch / (r.tpot_ms * 1e-3), r.bytes.distinct_experts, gb(r.bytes.total()).c_str(), fl, ratio, frac);
+      rep_.line("| %d | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %s | %s | %s | %s |", r.batch, r.tpot_ms, r.eager_ms,
+                r.host_logits_ms, r.greedy_ms, r.batch / (r.tpot_ms * 1e-3), r.bytes.distinct_experts, gb(r.bytes.total()).c_str(),
+                fl, ratio, frac);
       decode_results_.push_back({context, r});
     }
     rep_.blank();

@@ -530,13 +530,32 @@ void Engine::loop() {
       feeds.push_back({c->seq, c->to_feed.data(), f.n, mode});
       fed.push_back({c, f.n});
     }
+    // When every row the step samples is plain greedy, only each row's best token leaves the backend.
+    bool greedy = true;
+    for (size_t i = 0; i < feeds.size() && greedy; ++i) {
+      const Completion& c = *fed[i].first;
+      const Generation& g = *by_key[plan.feeds[i].key].first;
+      if (feeds[i].logits == ForwardBatch::Logits::kAll) greedy = false;
+      if (feeds[i].logits == ForwardBatch::Logits::kLast)
+        greedy = picks_argmax(g.params, *c.sampling, eos_ids_, c.matcher.has_value());
+    }
     if (!feeds.empty()) {
-      auto stepped = runner.step(feeds);
-      if (!stepped) {
-        log(LogLevel::kError, "engine step failed: {}", stepped.error().message);
-        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, stepped.error());
+      std::span<float> logits;
+      std::span<const int32_t> best;
+      std::optional<Error> failure;
+      if (greedy) {
+        auto stepped = runner.step_greedy(feeds);
+        if (stepped) best = stepped.value();
+        else failure = stepped.error();
       } else {
-        const std::span<float> logits = stepped.value();
+        auto stepped = runner.step(feeds);
+        if (stepped) logits = stepped.value();
+        else failure = stepped.error();
+      }
+      if (failure) {
+        log(LogLevel::kError, "engine step failed: {}", failure->message);
+        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, failure);
+      } else {
         collect_masks();
         draws.clear();
         size_t row = 0;
@@ -544,7 +563,7 @@ void Engine::loop() {
           auto [c, n] = fed[i];
           Generation& g = *by_key[plan.feeds[i].key].first;
           const size_t rows = feeds[i].logits == ForwardBatch::Logits::kAll ? n : feeds[i].logits == ForwardBatch::Logits::kLast ? 1 : 0;
-          float* first = logits.data() + row * vocab;
+          float* first = greedy ? nullptr : logits.data() + row * vocab;
           row += rows;
           if (feeds[i].logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
             // Only rows not scored yet: a prefill preempted half-way is recomputed from its start.
@@ -566,10 +585,15 @@ void Engine::loop() {
             e.has_logprobs = true;
             g.pending.push_back(std::move(e));
           }
-          draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
+          if (greedy) {
+            draws.push_back({&g, c, {}, argmax_result(best[row - 1], *c->sampling)});
+          } else {
+            draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
+          }
         }
         sample_pool_->parallel_for(draws.size(), 1, [&](size_t begin, size_t end) {
-          for (size_t i = begin; i < end; ++i) draw(draws[i]);
+          for (size_t i = begin; i < end; ++i)
+            if (!draws[i].row.empty()) draw(draws[i]);
         });
         for (Draw& d : draws) take(d);  // in feed order: events and finishes as with one thread
       }

@@ -59,7 +59,7 @@ void ModelRunner::reset_sequence(int32_t id) {
   s.length = 0;
 }
 
-Result<std::span<float>> ModelRunner::step(const std::vector<Feed>& feeds) {
+Result<void> ModelRunner::build_batch(const std::vector<Feed>& feeds) {
   batch_ = ForwardBatch{};
   for (const Feed& f : feeds) {
     if (f.sequence < 0 || f.sequence >= static_cast<int32_t>(seqs_.size()) || !seqs_[f.sequence].open)
@@ -68,9 +68,22 @@ Result<std::span<float>> ModelRunner::step(const std::vector<Feed>& feeds) {
     DI_TRYV(pool_.grow(s.blocks, layout_.blocks_for(static_cast<int64_t>(s.length) + f.n)));
     batch_.add_sequence(s.slot, s.length, f.ids, f.n, s.blocks, f.logits);
   }
+  return ok();
+}
+
+Result<std::span<float>> ModelRunner::step(const std::vector<Feed>& feeds) {
+  DI_TRYV(build_batch(feeds));
   DI_TRY(logits, model_.forward(batch_));
   for (const Feed& f : feeds) seqs_[f.sequence].length += f.n;
   return logits;
+}
+
+Result<std::span<const int32_t>> ModelRunner::step_greedy(const std::vector<Feed>& feeds) {
+  DI_TRYV(build_batch(feeds));
+  batch_.greedy_tokens = true;
+  DI_TRY(tokens, model_.forward_greedy(batch_));
+  for (const Feed& f : feeds) seqs_[f.sequence].length += f.n;
+  return tokens;
 }
 
 }  // namespace deepinfer

@@ -57,9 +57,13 @@ class ModelRunner {
   // valid until the next step (the caller may change them). On error no sequence advances (blocks grown for it are kept, which
   // is harmless).
   Result<std::span<float>> step(const std::vector<Feed>& feeds);
+  // The same forward for greedy decoding: returns the best token of each logits row
+  // (DeepseekV4::forward_greedy) instead of the rows, which stay on the backend.
+  Result<std::span<const int32_t>> step_greedy(const std::vector<Feed>& feeds);
 
  private:
   ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks);
+  Result<void> build_batch(const std::vector<Feed>& feeds);
 
   struct Sequence {
     bool open = false;

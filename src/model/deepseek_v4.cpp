@@ -339,7 +339,7 @@ Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
   return out;
 }
 
-Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
+Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
   const ModelConfig& c = config_;
   const int64_t T = batch.rows(), d = c.hidden_size, hc = c.hc_mult;
   for (int64_t r = 0; r < T; ++r) {
@@ -350,7 +350,7 @@ Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
   }
   for (int32_t r : batch.logit_rows)
     if (r < 0 || r >= T) return make_error(Code::kInternal, "logit row {} outside the batch of {}", r, T);
-  if (T == 0) return std::span<float>();
+  if (T == 0) return Tensor{};
   DI_TRYV(be_.begin_forward(batch));
 
   Tensor x = be_.scratch_uninit(T, d);
@@ -388,13 +388,19 @@ Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
   Tensor final_x = be_.scratch_uninit(T, d);
   be_.hc_head(streams, head, final_x);
   be_.rms_norm(final_x, norm_.get(), eps, static_cast<int>(d), final_x);
-  if (batch.logit_rows.empty()) return std::span<float>();
+  if (batch.logit_rows.empty()) return Tensor{};
   Tensor picked = be_.scratch_uninit(static_cast<int64_t>(batch.logit_rows.size()), d);
   be_.gather_rows(final_x, batch.logit_rows, picked);
   Tensor out = be_.scratch_uninit(picked.rows, c.vocab_size);
   be_.linear(picked, *head_, out);
-  if (!logits_to_host_) return std::span<float>();
-  const size_t count = batch.logit_rows.size() * static_cast<size_t>(c.vocab_size);
+  return out;
+}
+
+Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
+  if (batch.greedy_tokens) return make_error(Code::kInternal, "a batch for greedy tokens went to forward()");
+  DI_TRY(out, run(batch));
+  if (out.rows == 0 || !logits_to_host_) return std::span<float>();
+  const size_t count = static_cast<size_t>(out.rows) * static_cast<size_t>(out.cols);
   if (count > logits_capacity_) {  // grown geometrically: a batch that fills up reallocates rarely
     const size_t want = std::max(count, 2 * logits_capacity_);
     logits_.reset();
@@ -407,6 +413,17 @@ Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
   }
   DI_TRYV(be_.read(out, logits_.get()));
   return std::span<float>(logits_.get(), count);
+}
+
+Result<std::span<const int32_t>> DeepseekV4::forward_greedy(const ForwardBatch& batch) {
+  if (!batch.greedy_tokens) return make_error(Code::kInternal, "forward_greedy() needs a batch for greedy tokens");
+  DI_TRY(out, run(batch));
+  if (out.rows == 0) return std::span<const int32_t>();
+  IntTensor best = be_.scratch_int_uninit(out.rows, 1);
+  be_.argmax_rows(out, best);
+  tokens_.resize(static_cast<size_t>(out.rows));
+  DI_TRYV(be_.read_ints(best, tokens_.data()));
+  return std::span<const int32_t>(tokens_);
 }
 
 }  // namespace deepinfer

@@ -40,6 +40,10 @@ class DeepseekV4 {
   // memory the model owns (valid until the next forward; the caller may change it). Token ids and
   // positions are checked first: a bad batch is an error and changes no state.
   Result<std::span<float>> forward(const ForwardBatch& batch);
+  // Greedy decoding without the logits: runs a batch with greedy_tokens set and returns the best
+  // token of each logit row (Backend::argmax_rows: -1 for a row of -inf, -2 for a NaN or +inf),
+  // valid until the next forward.
+  Result<std::span<const int32_t>> forward_greedy(const ForwardBatch& batch);
   // Benchmarks: with false, forward computes the logits but leaves them on the backend (it returns
   // an empty span and may still be running; Backend::finish waits for it).
   void set_logits_to_host(bool on) { logits_to_host_ = on; }
@@ -48,6 +52,8 @@ class DeepseekV4 {
   struct Layer;
   DeepseekV4(ModelConfig config, Backend& backend);
   Result<void> load_weights(WeightProvider& src);
+  // The forward up to the logits of batch.logit_rows, left on the backend (no rows: empty).
+  Result<Tensor> run(const ForwardBatch& batch);
   Tensor attention(int index, const Layer& layer, Tensor x);
   Tensor moe(const Layer& layer, Tensor x);
 
@@ -59,6 +65,7 @@ class DeepseekV4 {
   bool logits_to_host_ = true;
   HostFloats logits_;  // allocate_host memory, grown to the largest forward's logits
   size_t logits_capacity_ = 0;
+  std::vector<int32_t> tokens_;  // forward_greedy's answer
 };
 
 }  // namespace deepinfer

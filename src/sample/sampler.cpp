@@ -80,4 +80,23 @@ Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& p
   return result;
 }
 
+bool picks_argmax(const SamplingParams& params, const SequenceSamplingState& state,
+                  std::span<const int32_t> eos_token_ids, bool has_grammar) {
+  const bool min_tokens_masks = state.num_generated() < params.min_tokens &&
+                                (!params.stop_token_ids.empty() || (!params.ignore_eos && !eos_token_ids.empty()));
+  return params.temperature == 0.0f && !has_grammar && !params.logprobs && params.allowed_token_ids.empty() &&
+         params.logit_bias.empty() && !min_tokens_masks && params.repetition_penalty == 1.0f &&
+         params.frequency_penalty == 0.0f && params.presence_penalty == 0.0f;
+}
+
+Result<SampleResult> argmax_result(int32_t argmax, const SequenceSamplingState& state) {
+  if (argmax == -1) {
+    return make_error(Code::kInvalidArgument, "no token can be generated at output position {}: every logit is -inf",
+                      state.num_generated());
+  }
+  if (argmax == -2) return make_error(Code::kInternal, "a logit of the row is NaN or +inf");
+  if (argmax < 0 || argmax >= state.vocab_size()) return make_error(Code::kInternal, "argmax {} is outside the vocabulary", argmax);
+  return SampleResult{argmax, std::nullopt};
+}
+
 }  // namespace deepinfer

@@ -46,4 +46,14 @@ Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& p
                                 std::span<const int32_t> eos_token_ids,
                                 std::span<const uint32_t> grammar_bitmask, const SampleKey& key);
 
+// Whether sample_row's token is the row's argmax whatever the row: greedy, no logprobs, and no step
+// before the choice changes a logit (no grammar, allowed tokens, bias, penalties, or min_tokens
+// masking stop ids or EOS). Such a token can be found where the logits are (Backend::argmax_rows).
+bool picks_argmax(const SamplingParams& params, const SequenceSamplingState& state,
+                  std::span<const int32_t> eos_token_ids, bool has_grammar);
+
+// What sample_row returns for such a row, from Backend::argmax_rows' answer for it (an id, -1 for a
+// row of -inf, -2 for a row holding NaN or +inf).
+Result<SampleResult> argmax_result(int32_t argmax, const SequenceSamplingState& state);
+
 }  // namespace deepinfer

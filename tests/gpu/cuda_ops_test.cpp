@@ -122,6 +122,34 @@ TEST_F(CudaOps, LinearEveryWeightFormat) {
   }
 }
 
+TEST_F(CudaOps, ArgmaxRowsLikeGreedy) {
+  // Odd widths, ties (the lowest index wins), a row of -inf, rows with NaN or +inf.
+  for (int64_t cols : {1, 7, 1000, 129280}) {
+    const int64_t rows = 6;
+    ForwardBatch b = rows_batch(static_cast<int32_t>(rows));
+    t.begin(b);
+    auto v = testing::randn(static_cast<size_t>(rows * cols), rng);
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(cols + c)] = std::round(v[static_cast<size_t>(cols + c)]);  // many ties
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(2 * cols + c)] = -INFINITY;
+    v[static_cast<size_t>(3 * cols + cols / 2)] = NAN;
+    v[static_cast<size_t>(4 * cols + cols - 1)] = INFINITY;
+    v[static_cast<size_t>(5 * cols + cols / 3)] = 1e30f;
+    v[static_cast<size_t>(5 * cols + cols - 1)] = 1e30f;
+    auto x = t.tensor(v, rows, cols);
+    auto out = t.int_zeros(rows, 1);
+    t.cpu->argmax_rows(x.c, out.c);
+    t.gpu->argmax_rows(x.g, out.g);
+    const auto want = t.read_ints_cpu(out.c), got = t.read_ints_gpu(out.g);
+    EXPECT_EQ(got, want) << "cols " << cols;
+    EXPECT_EQ(want[2], -1);
+    EXPECT_EQ(want[3], -2);
+    EXPECT_EQ(want[4], -2);
+    if (cols > 1) {
+      EXPECT_EQ(want[5], cols / 3);
+    }
+  }
+}
+
 TEST_F(CudaOps, GroupedLinear) {
   struct Case {
     int64_t T;

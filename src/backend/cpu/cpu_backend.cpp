@@ -4,12 +4,15 @@
 #include "backend/backend.h"
 #include "backend/cpu/dot_gemm.h"
 #include "backend/random_fill.h"
+#include "sample/row_math.h"
+#include "sample/token_choice.h"
 #include "util/thread_pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 
 namespace deepinfer {
 namespace {
@@ -251,6 +254,13 @@ class CpuBackend final : public Backend {
 
   void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) override {
     for (size_t i = 0; i < rows.size(); ++i) std::memcpy(row(out, i), row(x, rows[i]), sizeof(float) * x.cols);
+  }
+
+  void argmax_rows(Tensor x, IntTensor out) override {
+    for (int64_t r = 0; r < x.rows; ++r) {
+      const std::span<const float> values(row(x, r), static_cast<size_t>(x.cols));
+      out.data[r] = first_invalid_logit(values) >= 0 ? -2 : greedy_token(values);
+    }
   }
 
   void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) override {

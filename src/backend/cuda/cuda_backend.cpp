@@ -487,7 +487,7 @@ class CudaBackend final : public Backend {
         clear_graphs();
         graphs_gen_ = gen;
       }
-      const GraphKey key{T, static_cast<int32_t>(batch.logit_rows.size()), block_cap};
+      const GraphKey key{T, static_cast<int32_t>(batch.logit_rows.size()), block_cap, batch.greedy_tokens};
       GraphEntry& g = graphs_[key];
       if (g.exec) {
         mode_ = Mode::kReplay;
@@ -813,6 +813,13 @@ class CudaBackend final : public Backend {
       d = p;
     }
     check(kn::gather_rows(x.data, x.cols, d, out.rows, out.data, stream_), "gather_rows");
+  }
+
+  void argmax_rows(Tensor x, IntTensor out) override {
+    Op op(*this, "argmax_rows");
+    if (!op) return;
+    if (!expect(out.rows == x.rows && out.cols == 1, "argmax_rows: [{}, {}] into [{}, {}]", x.rows, x.cols, out.rows, out.cols)) return;
+    check(kn::argmax_rows(x.data, x.rows, x.cols, out.data, stream_), "argmax_rows");
   }
 
   void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) override {
@@ -1519,12 +1526,13 @@ class CudaBackend final : public Backend {
   };
   std::map<int, JobList> jobs_by_rate_;
 
-  // CUDA graphs of decode steps, by (rows, logit rows, block-table capacity).
+  // CUDA graphs of decode steps, by (rows, logit rows, block-table capacity, greedy tokens).
   enum class Mode { kEager, kCapture, kReplay };
   struct GraphKey {
     int32_t rows, logit_rows, block_cap;
+    bool greedy_tokens;  // the forward ends with argmax_rows
     bool operator<(const GraphKey& o) const {
-      return std::tie(rows, logit_rows, block_cap) < std::tie(o.rows, o.logit_rows, o.block_cap);
+      return std::tie(rows, logit_rows, block_cap, greedy_tokens) < std::tie(o.rows, o.logit_rows, o.block_cap, o.greedy_tokens);
     }
   };
   struct GraphEntry {

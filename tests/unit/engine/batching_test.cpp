@@ -99,6 +99,22 @@ TEST_P(BatchedEqualsAlone, UnderForcedPreemption) {
   EXPECT_GT(e->stats().preemptions, 0u);
 }
 
+TEST(GreedyDecoding, TheBackendsArgmaxEqualsTheHostSampler) {
+  // Plain greedy steps take each row's best token from the backend (ModelRunner::step_greedy); asking
+  // for logprobs moves the logits to the host and samples there. Both must give the same tokens,
+  // alone and mixed in one batch (which then goes to the host).
+  auto cfg = demo_config();
+  auto e = testing::open_engine(cfg);
+  auto cases = make_cases(*e, true, 6, 3, 80, 12);
+  std::vector<Case> host = cases, mixed = cases;
+  for (auto& c : host) c.params.logprobs = 0;
+  for (size_t i = 0; i < mixed.size(); i += 2) mixed[i].params.logprobs = 0;
+  const auto device = run_alone(cfg, cases);
+  expect_same(device, run_alone(cfg, host));
+  expect_same(device, run_together(*e, mixed, 0));
+  expect_same(device, run_together(*e, cases, 0));
+}
+
 INSTANTIATE_TEST_SUITE_P(Sampling, BatchedEqualsAlone, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? std::string("Greedy") : std::string("Seeded"); });
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace deepinfer {
@@ -105,6 +106,46 @@ TEST(RandomModel, DecodesFromASyntheticContext) {
     for (float v : r.value()) ASSERT_TRUE(std::isfinite(v));
   }
   EXPECT_EQ(runner.value()->length(seqs[0]), 503);
+}
+
+TEST(RandomModel, GreedyStepsReturnTheArgmaxOfTheLogits) {
+  auto be = make_cpu_backend(2);
+  auto model = DeepseekV4::random(demo_config(), *be, 11);
+  ASSERT_TRUE(model);
+  RunnerOptions opt;
+  opt.max_sequences = 4;
+  opt.max_context = 64;
+  auto runner = ModelRunner::create(*model.value(), *be, opt);
+  ASSERT_TRUE(runner);
+  ModelRunner& r = *runner.value();
+  // Two pairs of identical sequences: one of each pair steps with logits, the other greedily.
+  std::vector<int32_t> seq;
+  for (int i = 0; i < 4; ++i) seq.push_back(r.open_sequence().value());
+  const std::vector<int32_t> a = ids(9), b = ids(5);
+  auto logits = r.step({{seq[0], a.data(), 9, ForwardBatch::Logits::kLast}, {seq[1], b.data(), 5, ForwardBatch::Logits::kLast}});
+  ASSERT_TRUE(logits) << logits.error().message;
+  const std::vector<float> rows(logits.value().begin(), logits.value().end());
+  auto best = r.step_greedy({{seq[2], a.data(), 9, ForwardBatch::Logits::kLast}, {seq[3], b.data(), 5, ForwardBatch::Logits::kLast}});
+  ASSERT_TRUE(best) << best.error().message;
+  ASSERT_EQ(best.value().size(), 2u);
+  const size_t vocab = rows.size() / 2;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto row = rows.begin() + static_cast<std::ptrdiff_t>(i * vocab);
+    EXPECT_EQ(best.value()[i], std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row) << i;
+  }
+  EXPECT_EQ(r.length(seq[2]), 9);
+  EXPECT_EQ(r.length(seq[3]), 5);
+  // The backend's argmax: ties to the lowest index, -1 for a row of -inf, -2 for NaN or +inf.
+  std::vector<float> v = {1, 3, 3, 2, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0, NAN, 5, 1, 0, 1, INFINITY, 2};
+  auto* cpu = be.get();
+  ASSERT_TRUE(cpu->begin_forward(ForwardBatch{}));
+  Tensor x = cpu->scratch(4, 4);
+  ASSERT_TRUE(cpu->write(x, v.data()));
+  IntTensor out = cpu->scratch_int(4, 1);
+  cpu->argmax_rows(x, out);
+  std::vector<int32_t> got(4);
+  ASSERT_TRUE(cpu->read_ints(out, got.data()));
+  EXPECT_EQ(got, (std::vector<int32_t>{1, -1, -2, -2}));
 }
 
 TEST(RandomModel, ReadConfigTakesADirectoryOrAFile) {

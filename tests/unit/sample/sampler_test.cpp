@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 namespace deepinfer {
@@ -230,6 +232,46 @@ TEST(SampleRow, RejectsMalformedInput) {
   EXPECT_FALSE(sample_row(row, SamplingParams{}, state, bad_eos, {}, {}));
   const std::vector<uint32_t> wide_mask = {~0u, ~0u};
   EXPECT_FALSE(sample_row(row, SamplingParams{}, state, kNoEos, wide_mask, {}));
+}
+
+TEST(PicksArgmax, OnlyPlainGreedyRowsAndTheSameToken) {
+  auto state = SequenceSamplingState::create(std::vector<int32_t>{1, 2}, 64).value();
+  const std::vector<int32_t> eos = {3};
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_TRUE(picks_argmax(greedy, state, eos, false));
+  std::mt19937 gen(8);
+  std::normal_distribution<float> normal;
+  for (int t = 0; t < 50; ++t) {
+    std::vector<float> row(64);
+    for (float& x : row) x = std::round(normal(gen) * 2.0f);  // ties
+    const int32_t argmax = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    auto r = sample_row(row, greedy, state, eos, {}, {1, 0, 0});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r.value().token, argmax);
+    EXPECT_EQ(argmax_result(argmax, state).value().token, argmax);
+  }
+  auto changed = [&](auto edit) {
+    SamplingParams p = greedy;
+    edit(p);
+    return !picks_argmax(p, state, eos, false);
+  };
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.temperature = 0.5f; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.logprobs = 0; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.allowed_token_ids = {4}; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.logit_bias[4] = 1.0f; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.repetition_penalty = 1.1f; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.presence_penalty = 0.1f; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.frequency_penalty = 0.1f; }));
+  EXPECT_TRUE(changed([](SamplingParams& p) { p.min_tokens = 2; }));  // masks EOS for now
+  EXPECT_FALSE(changed([](SamplingParams& p) {
+    p.min_tokens = 2;
+    p.ignore_eos = true;  // and no stop ids: nothing to mask
+  }));
+  EXPECT_FALSE(picks_argmax(greedy, state, eos, true));  // a grammar mask
+  EXPECT_EQ(argmax_result(-1, state).error().code, Code::kInvalidArgument);
+  EXPECT_EQ(argmax_result(-2, state).error().code, Code::kInternal);
+  EXPECT_EQ(argmax_result(64, state).error().code, Code::kInternal);
 }
 
 }  // namespace
