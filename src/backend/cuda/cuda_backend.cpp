@@ -489,6 +489,8 @@ class CudaBackend final : public Backend {
       }
       const GraphKey key{T, static_cast<int32_t>(batch.logit_rows.size()), block_cap, batch.greedy_tokens};
       GraphEntry& g = graphs_[key];
+      g.last_used = ++graph_clock_;
+      if (graphs_.size() > kMaxGraphs) evict_oldest_graph();
       if (g.exec) {
         mode_ = Mode::kReplay;
         current_ = &g;
@@ -1246,6 +1248,16 @@ class CudaBackend final : public Backend {
     return ok();
   }
 
+  // Batch sizes and context buckets come and go over a long run: the graph used longest ago goes
+  // (never the current one, which was just used).
+  void evict_oldest_graph() {
+    auto oldest = graphs_.begin();
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    if (oldest->second.exec) cudaGraphExecDestroy(oldest->second.exec);
+    graphs_.erase(oldest);
+  }
+
   void clear_graphs() {
     for (auto& [k, g] : graphs_)
       if (g.exec) cudaGraphExecDestroy(g.exec);
@@ -1539,7 +1551,10 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t exec = nullptr;
     bool seen = false;    // ran eagerly once (the arenas have grown to what it needs)
     bool broken = false;  // capture failed: always eager
+    uint64_t last_used = 0;
   };
+  static constexpr size_t kMaxGraphs = 256;  // graphs kept (each holds its kernels' parameters)
+  uint64_t graph_clock_ = 0;
   static constexpr int32_t kGraphBlockBucket = 16;  // graphs are re-captured every 16 blocks of context
   bool attention_split_ = true;   // split small batches' attention over the keys
   bool mqa_attention_ = true;     // bf16 mode, head_dim 512: tensor-core attention (kernels/attention_mqa.cu)
