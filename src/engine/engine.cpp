@@ -443,7 +443,16 @@ void Engine::loop() {
     g.session->deliver(std::move(g.pending), true, keep ? &c0.output : nullptr, keep ? &c0.text : nullptr);
   };
 
+  // A prompt row whose logprobs this step computes (on the sample pool, with the draws).
+  struct PromptScore {
+    Generation* g;
+    size_t index;  // into g->prompt_logprobs
+    std::span<const float> row;
+    int32_t token;
+    Result<Logprobs> result = Logprobs{};
+  };
   std::vector<Draw> draws;
+  std::vector<PromptScore> scores;
   for (;;) {
     std::vector<uint64_t> releases;
     {
@@ -558,6 +567,7 @@ void Engine::loop() {
       } else {
         collect_masks();
         draws.clear();
+        scores.clear();
         size_t row = 0;
         for (size_t i = 0; i < feeds.size(); ++i) {
           auto [c, n] = fed[i];
@@ -570,14 +580,38 @@ void Engine::loop() {
             const size_t p = c->processed.size();
             for (int32_t j = 0; j < n; ++j)
               if (p + j + 1 < g.context.size() && p + j == g.prompt_logprobs.size()) {
-                auto lp = compute_logprobs({first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1], *g.params.prompt_logprobs);
-                if (lp) g.prompt_logprobs.push_back(std::move(lp).value());
+                scores.push_back({&g, g.prompt_logprobs.size(), {first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1]});
+                g.prompt_logprobs.emplace_back();  // filled below
               }
           }
           c->processed.insert(c->processed.end(), c->to_feed.begin(), c->to_feed.begin() + n);
           c->to_feed.erase(c->to_feed.begin(), c->to_feed.begin() + n);
           if (!c->to_feed.empty() || c->done) continue;
-          if (g.params.prompt_logprobs && c->index == 0 && c->output.empty()) {
+          if (greedy) {
+            draws.push_back({&g, c, {}, argmax_result(best[row - 1], *c->sampling)});
+          } else {
+            draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
+          }
+        }
+        sample_pool_->parallel_for(scores.size() + draws.size(), 1, [&](size_t begin, size_t end) {
+          for (size_t i = begin; i < end; ++i) {
+            if (i < scores.size()) {
+              PromptScore& ps = scores[i];
+              ps.result = compute_logprobs(ps.row, ps.token, *ps.g->params.prompt_logprobs);
+            } else if (!draws[i - scores.size()].row.empty()) {
+              draw(draws[i - scores.size()]);
+            }
+          }
+        });
+        for (PromptScore& ps : scores) {  // a row that fails ends its prompt's logprobs there
+          auto& all = ps.g->prompt_logprobs;
+          if (ps.index >= all.size()) continue;
+          if (ps.result) all[ps.index] = std::move(ps.result).value();
+          else all.resize(ps.index);
+        }
+        for (Draw& d : draws) {  // in feed order: events and finishes as with one thread
+          Generation& g = *d.g;
+          if (g.params.prompt_logprobs && d.c->index == 0 && d.c->output.empty()) {
             Event e;
             e.kind = Event::Kind::kPromptLogprobs;
             e.tokens.assign(g.context.begin() + 1, g.context.end());
@@ -585,17 +619,8 @@ void Engine::loop() {
             e.has_logprobs = true;
             g.pending.push_back(std::move(e));
           }
-          if (greedy) {
-            draws.push_back({&g, c, {}, argmax_result(best[row - 1], *c->sampling)});
-          } else {
-            draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
-          }
+          take(d);
         }
-        sample_pool_->parallel_for(draws.size(), 1, [&](size_t begin, size_t end) {
-          for (size_t i = begin; i < end; ++i)
-            if (!draws[i].row.empty()) draw(draws[i]);
-        });
-        for (Draw& d : draws) take(d);  // in feed order: events and finishes as with one thread
       }
     }
 
