@@ -4,6 +4,8 @@
 //
 //   engine_bench [--model DIR] [--device cpu|cuda] [--prompt 64] [--gen 32] [--threads 0]
 //                [--temperature 0] [--top-p 1]   (temperature 0: greedy)
+//                [--dummy-weights]  (--model is then a config.json: random weights of that shape)
+//                [--concurrency 1,4,16,64]
 #include "engine/engine.h"
 #include "engine/session.h"
 
@@ -21,7 +23,18 @@ int main(int argc, char** argv) {
   std::string model = DEEPINFER_DEFAULT_MODEL, device = "cpu";
   int prompt = 64, gen = 32, threads = 0;
   float temperature = 0.0f, top_p = 1.0f;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool dummy_weights = false;
+  std::vector<int> concurrency = {1, 4, 16, 64};
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--dummy-weights")) {
+      dummy_weights = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
     else if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
     else if (!std::strcmp(argv[i], "--prompt")) prompt = std::atoi(argv[i + 1]);
@@ -29,6 +42,18 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--temperature")) temperature = std::strtof(argv[i + 1], nullptr);
     else if (!std::strcmp(argv[i], "--top-p")) top_p = std::strtof(argv[i + 1], nullptr);
+    else if (!std::strcmp(argv[i], "--concurrency")) {
+      concurrency.clear();
+      for (const char* p = argv[i + 1]; *p;) {
+        char* end = nullptr;
+        concurrency.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+        if (end == p || concurrency.back() <= 0) {
+          std::fprintf(stderr, "--concurrency takes positive integers separated by commas\n");
+          return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -38,11 +63,12 @@ int main(int argc, char** argv) {
               device.c_str(), prompt, gen, temperature, top_p);
   std::printf("| concurrent | requests/s | generated tok/s | total tok/s | steps | planning share of step |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
-  for (int concurrent : {1, 4, 16, 64}) {
+  for (int concurrent : concurrency) {
     EngineConfig cfg;
     cfg.model_path = model;
     cfg.device = device == "cuda" ? Device::kCuda : Device::kCpu;
     cfg.threads = threads;
+    cfg.dummy_weights = dummy_weights;
     cfg.max_sequences = concurrent;
     cfg.max_batched_tokens = 2048;
     auto engine = Engine::create(cfg);

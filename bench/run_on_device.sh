@@ -2,11 +2,13 @@
 # Device-side runner for `deepinfer bench` on the V4-Flash-4L shape (the lent GPU machine of this
 # workplace). Pack first, here: build with -DDEEPINFER_CUDA_ARCHS=90a, then put into
 # <checkout>/.carry/ (git-ignored) this script, bench/configs/v4-flash-4l.json and bundle.tar.xz
-# holding build/bin/deepinfer, build/tests/gpu/test_cuda_backend and the shared libraries the device
-# image lacks (see tests/gpu/run_on_device.sh; cuBLAS comes from the image's python package).
+# holding build/bin/deepinfer, build/tests/gpu/test_cuda_backend, build/bench/engine_bench and the
+# shared libraries the device image lacks (see tests/gpu/run_on_device.sh; cuBLAS comes from the
+# image's python package).
 # Run there as `bash .carry/run_on_device.sh` with carry [".carry"]. Environment: INPUT_LENS
 # (default 4096,32768), BENCH_SECONDS (the bench's own budget, default 170), TESTS=0 to skip the
-# GPU tests, EXTRA (more bench flags).
+# GPU tests, ENGINE=0 to skip the engine runs (greedy and sampled, on the V4-Flash-4L shape), EXTRA
+# (more bench flags).
 cd "$(dirname "$0")"
 mkdir -p bin && tar -xJf bundle.tar.xz -C bin
 CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
@@ -29,5 +31,11 @@ if [ "${TESTS:-1}" != 0 ]; then
   timeout 90 bin/test_cuda_backend > "$OUT/tests.log" 2>&1
   echo "tests rc=$?"
   grep -E "^\[ (op|golden) \] random|FAILED|PASSED|Failure" "$OUT/tests.log" | head -30
+fi
+if [ "${ENGINE:-1}" != 0 ]; then  # the engine end to end: host sampling, logits or greedy tokens back
+  for sampling in "" "--temperature 0.8 --top-p 0.95"; do
+    timeout 240 bin/engine_bench --model "$CFG" --dummy-weights --device cuda --prompt 512 --gen 64 \
+      --concurrency 1,16,64 $sampling 2>&1 | tee -a "$OUT/engine.md" | tail -6
+  done
 fi
 cat "$OUT/bench.md" 2>/dev/null | grep -E "^\| |^- device|^#" | head -120
