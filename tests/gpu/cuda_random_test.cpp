@@ -106,6 +106,51 @@ TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
   expect_matches_cpu(demo_config(), gpu.get());
 }
 
+// Greedy steps (argmax on the device, graphs keyed apart from logits steps) pick what the logits'
+// argmax picks: two identical groups of three sequences decode their own greedy continuations, one
+// group with logits steps, the other with greedy steps, both captured and replayed as graphs.
+TEST(CudaRandomModel, GreedyStepsPickTheArgmaxOfTheLogits) {
+  DI_REQUIRE_GPU(gpu);
+  auto m = DeepseekV4::random(demo_config(), *gpu, 5);
+  ASSERT_TRUE(m);
+  RunnerOptions opt;
+  opt.max_sequences = 6;
+  opt.max_context = 128;
+  auto runner = ModelRunner::create(*m.value(), *gpu, opt);
+  ASSERT_TRUE(runner);
+  ModelRunner& r = *runner.value();
+  std::vector<int32_t> seq;
+  for (int i = 0; i < 6; ++i) seq.push_back(r.open_sequence().value());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> p;
+    for (int t = 0; t < 20 + 7 * i; ++t) p.push_back((t * 31 + i * 7 + 3) % 4000 + 5);
+    prompts.push_back(p);
+  }
+  std::vector<int32_t> next(3);
+  for (int step = 0; step < 30; ++step) {
+    std::vector<ModelRunner::Feed> a, b;
+    for (int i = 0; i < 3; ++i) {
+      const int32_t* ids = step == 0 ? prompts[i].data() : &next[i];
+      const int32_t n = step == 0 ? static_cast<int32_t>(prompts[i].size()) : 1;
+      a.push_back({seq[i], ids, n, ForwardBatch::Logits::kLast});
+      b.push_back({seq[3 + i], ids, n, ForwardBatch::Logits::kLast});
+    }
+    auto logits = r.step(a);
+    ASSERT_TRUE(logits) << logits.error().message;
+    std::vector<int32_t> want(3);
+    const size_t vocab = logits.value().size() / 3;
+    for (size_t i = 0; i < 3; ++i) {
+      auto row = logits.value().begin() + static_cast<std::ptrdiff_t>(i * vocab);
+      want[i] = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row);
+    }
+    auto best = r.step_greedy(b);
+    ASSERT_TRUE(best) << best.error().message;
+    ASSERT_EQ(std::vector<int32_t>(best.value().begin(), best.value().end()), want) << "step " << step;
+    next = want;
+  }
+}
+
 // V4's attention shape (64 heads of 512 on one K=V head): bf16 mode runs the tensor-core attention
 // kernel in every layer (sliding, CSA, HCA), for prefill and for decode with keys split over blocks.
 TEST(CudaRandomModel, TensorCoreAttentionShapeMatchesCpu) {
