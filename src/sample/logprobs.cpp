@@ -28,14 +28,19 @@ Result<Logprobs> compute_logprobs(std::span<const float> logits, int32_t token, 
   const size_t n_top = std::min(static_cast<size_t>(top_n), logits.size());
   std::vector<TokenLogprob> top;  // logits for now, best first
   top.reserve(n_top + 1);
-  for (size_t i = 0; i < logits.size() && n_top > 0; ++i) {
-    const float l = logits[i];
-    // Scanning in id order, a new entry goes after every equal one already kept.
-    if (top.size() < n_top || l > top.back().logprob) {
-      auto at = std::upper_bound(top.begin(), top.end(), l,
-                                 [](float v, const TokenLogprob& e) { return v > e.logprob; });
-      top.insert(at, {static_cast<int32_t>(i), l});
-      if (top.size() > n_top) top.pop_back();
+  constexpr size_t kBlock = 256;  // once the list is full, a block with nothing above its last entry is skipped
+  for (size_t b = 0; b < logits.size() && n_top > 0; b += kBlock) {
+    const size_t end = std::min(logits.size(), b + kBlock);
+    if (top.size() == n_top && !any_above(logits.data() + b, end - b, top.back().logprob)) continue;
+    for (size_t i = b; i < end; ++i) {
+      const float l = logits[i];
+      // Scanning in id order, a new entry goes after every equal one already kept.
+      if (top.size() < n_top || l > top.back().logprob) {
+        auto at = std::upper_bound(top.begin(), top.end(), l,
+                                   [](float v, const TokenLogprob& e) { return v > e.logprob; });
+        top.insert(at, {static_cast<int32_t>(i), l});
+        if (top.size() > n_top) top.pop_back();
+      }
     }
   }
   const double sum = exp_sum(logits, max);
