@@ -4,6 +4,7 @@
 #include "sample/token_choice.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -24,10 +25,19 @@ bool id_before(const Candidate& a, const Candidate& b) { return a.token < b.toke
 // pass 1/kFullSortFraction of the candidates, one full sort is cheaper than more selections.
 constexpr size_t kInitialTopPWindow = 256;
 constexpr size_t kFullSortFraction = 8;
+// Lists longer than this find their top_p prefix by a radix select instead (a flat distribution,
+// e.g. a random model's, can need most of the vocabulary).
+constexpr size_t kSortedTopPLimit = 4096;
 
 // Weights (the best token's is 1) above which a row-wide top_p looks for its prefix first: the
 // prefix lies among the tokens above the first threshold whose mass reaches the target.
 constexpr float kTopPThresholds[] = {0x1p-7f, 0x1p-17f, 0x1p-40f};
+
+// Larger logit, larger key: the float's bits made to order as unsigned integers.
+uint32_t rank_key(float logit) {
+  const uint32_t u = std::bit_cast<uint32_t>(logit == 0.0f ? 0.0f : logit);  // -0 ties with +0
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 // Tokens checked at once by the row-wide top_k before it looks at them one by one.
 constexpr size_t kTopKBlock = 256;
@@ -116,6 +126,7 @@ void CandidateSet::apply_top_k(int32_t top_k) {
 }
 
 bool CandidateSet::keep_rank_prefix(double target) {
+  if (list_.size() > kSortedTopPLimit) return keep_rank_prefix_by_radix(target);
   const size_t n = list_.size();
   for (size_t window = std::min(kInitialTopPWindow, n);;
        window = window * 4 > n / kFullSortFraction ? n : window * 4) {
@@ -135,6 +146,42 @@ bool CandidateSet::keep_rank_prefix(double target) {
       return false;
     }
   }
+}
+
+bool CandidateSet::keep_rank_prefix_by_radix(double target) {
+  // Radix select from the top, 8 bits of the rank key a round: the boundary key k with
+  // mass(key > k) < target <= mass(key >= k); masses summed per bucket in id order.
+  thread_local std::vector<uint32_t> members;  // indices into list_ whose key has the bits chosen so far
+  members.resize(list_.size());
+  for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<uint32_t>(i);
+  uint32_t boundary = 0;
+  double above = 0.0;  // mass of the keys above every bucket chosen so far
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    double mass[256] = {};
+    for (uint32_t i : members) mass[(rank_key(list_[i].logit) >> shift) & 255u] += list_[i].weight;
+    int bucket = 255;
+    double before = above;
+    for (; bucket > 0 && before + mass[bucket] < target; --bucket) before += mass[bucket];
+    // (bucket 0 when even all of them fall short: rounding; then all of them are kept)
+    above = before;
+    boundary |= static_cast<uint32_t>(bucket) << shift;
+    std::erase_if(members, [&](uint32_t i) { return ((rank_key(list_[i].logit) >> shift) & 255u) != static_cast<uint32_t>(bucket); });
+  }
+  // Every key above the boundary, then the boundary's ties by lower id until the mass is reached.
+  thread_local std::vector<Candidate> kept;
+  kept.clear();
+  for (const Candidate& c : list_) {
+    const uint32_t key = rank_key(c.logit);
+    if (key > boundary) {
+      kept.push_back(c);
+    } else if (key == boundary && above < target) {
+      above += c.weight;
+      kept.push_back(c);
+    }
+  }
+  if (above < target) return false;
+  list_.swap(kept);
+  return true;
 }
 
 void CandidateSet::apply_top_p(float top_p) {

@@ -63,6 +63,7 @@ class CandidateSet {
   // Keeps the shortest best-ranked prefix of list_ whose weight reaches `target`, in id order;
   // false (list_ unchanged) when all of it does not.
   bool keep_rank_prefix(double target);
+  bool keep_rank_prefix_by_radix(double target);
   // Leaves the row form: list_ = the row's tokens with a weight above `above` (>= 0), or every
   // finite token (above < 0), in id order.
   void list_row(float above);

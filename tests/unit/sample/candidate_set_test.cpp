@@ -166,6 +166,27 @@ TEST(CandidateSet, RowWideTopPIsTheRankPrefixReachingTheMass) {
   }
 }
 
+TEST(CandidateSet, RowWideTopPOfAFlatRow) {
+  // A random model's row: the prefix holds most of the vocabulary (found by the radix select).
+  std::mt19937 gen(21);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::vector<float> row(100000);
+  for (float& x : row) x = normal(gen);
+  row[77] = -0.0f;
+  row[78] = 0.0f;
+  const Reference ref = reference(row, 1.0f);
+  for (float p : {0.2f, 0.6f, 0.95f}) {
+    CandidateSet set = with_weights(row);
+    set.apply_top_p(p);
+    size_t kept = 0;
+    double mass = 0.0;
+    while (mass < p * ref.total) mass += ref.weights[ref.rank_order[kept++]];
+    std::vector<int32_t> want(ref.rank_order.begin(), ref.rank_order.begin() + kept);
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(tokens_of(set), want) << "top_p " << p;
+  }
+}
+
 TEST(CandidateSet, RowWideTopPBelowTheFirstThresholds) {
   // One token of weight 1 and 100000 of weight e^-6 (below 2^-7): half the mass lies in the bulk.
   std::vector<float> row(100001, -6.0f);
