@@ -150,33 +150,48 @@ bool CandidateSet::keep_rank_prefix(double target) {
 
 bool CandidateSet::keep_rank_prefix_by_radix(double target) {
   // Radix select from the top, 8 bits of the rank key a round: the boundary key k with
-  // mass(key > k) < target <= mass(key >= k); masses summed per bucket in id order.
-  thread_local std::vector<uint32_t> members;  // indices into list_ whose key has the bits chosen so far
+  // mass(key > k) < target <= mass(key >= k). Each bucket's mass is summed in id order over four
+  // interleaved partial sums (independent chains: a flat row puts most tokens in one bucket).
+  thread_local std::vector<uint32_t> keys, members;  // members: indices whose key has the bits chosen so far
+  keys.resize(list_.size());
   members.resize(list_.size());
-  for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < list_.size(); ++i) {
+    keys[i] = rank_key(list_[i].logit);
+    members[i] = static_cast<uint32_t>(i);
+  }
   uint32_t boundary = 0;
   double above = 0.0;  // mass of the keys above every bucket chosen so far
   for (int shift = 24; shift >= 0; shift -= 8) {
-    double mass[256] = {};
-    for (uint32_t i : members) mass[(rank_key(list_[i].logit) >> shift) & 255u] += list_[i].weight;
+    double partial[4][256] = {};
+    uint32_t count[256] = {};
+    for (size_t k = 0; k < members.size(); ++k) {
+      const uint32_t i = members[k], b = (keys[i] >> shift) & 255u;
+      partial[k & 3][b] += list_[i].weight;
+      ++count[b];
+    }
     int bucket = 255;
     double before = above;
-    for (; bucket > 0 && before + mass[bucket] < target; --bucket) before += mass[bucket];
+    for (; bucket > 0; --bucket) {
+      const double mass = ((partial[0][bucket] + partial[1][bucket]) + partial[2][bucket]) + partial[3][bucket];
+      if (before + mass >= target) break;
+      before += mass;
+    }
     // (bucket 0 when even all of them fall short: rounding; then all of them are kept)
     above = before;
     boundary |= static_cast<uint32_t>(bucket) << shift;
-    std::erase_if(members, [&](uint32_t i) { return ((rank_key(list_[i].logit) >> shift) & 255u) != static_cast<uint32_t>(bucket); });
+    if (count[bucket] != members.size()) {
+      std::erase_if(members, [&](uint32_t i) { return ((keys[i] >> shift) & 255u) != static_cast<uint32_t>(bucket); });
+    }
   }
   // Every key above the boundary, then the boundary's ties by lower id until the mass is reached.
   thread_local std::vector<Candidate> kept;
   kept.clear();
-  for (const Candidate& c : list_) {
-    const uint32_t key = rank_key(c.logit);
-    if (key > boundary) {
-      kept.push_back(c);
-    } else if (key == boundary && above < target) {
-      above += c.weight;
-      kept.push_back(c);
+  for (size_t i = 0; i < list_.size(); ++i) {
+    if (keys[i] > boundary) {
+      kept.push_back(list_[i]);
+    } else if (keys[i] == boundary && above < target) {
+      above += list_[i].weight;
+      kept.push_back(list_[i]);
     }
   }
   if (above < target) return false;
