@@ -1,6 +1,6 @@
 #!/bin/bash
 # Device-side runner for `deepinfer bench` on the V4-Flash-4L shape (the lent GPU machine of this
-# workplace). Pack first, here: build with -DDEEPINFER_CUDA_ARCHS=90a, then put into
+# workplace). Pack first, here (bench/pack_for_device.sh does it): build with -DDEEPINFER_CUDA_ARCHS=90a, then put into
 # <checkout>/.carry/ (git-ignored) this script, bench/configs/v4-flash-4l.json and bundle.tar.xz
 # holding build/bin/deepinfer, build/tests/gpu/test_cuda_backend, build/bench/engine_bench and the
 # shared libraries the device image lacks (see tests/gpu/run_on_device.sh; cuBLAS comes from the
