@@ -8,8 +8,8 @@
 //   their weights one float per token (row_math.h), summed per block of kBlock tokens;
 // - a list of Candidates in token id order, once top_k, top_p or min_p has cut the row down (or
 //   top_k ran first: its weights are then computed in double for the few tokens kept).
-// Every sum has one fixed order (id order, or rank order for a top_p prefix), so the result is a
-// pure function of the row and the parameters.
+// Every sum has one fixed order (id order; rank order for a short top_p prefix; per radix bucket,
+// in id order, for a long one), so the result is a pure function of the row and the parameters.
 #pragma once
 
 #include <cstdint>
