@@ -164,8 +164,22 @@ __global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const i
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
 }
 
+// The best (value, lowest index on a tie) and the invalid flag over a warp; every lane gets them.
+__device__ __forceinline__ void warp_argmax(float& value, int32_t& index, int& bad) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(kFull, value, o);
+    const int32_t j = __shfl_xor_sync(kFull, index, o);
+    bad |= __shfl_xor_sync(kFull, bad, o);
+    if (w > value || (w == value && j < index)) {
+      value = w;
+      index = j;
+    }
+  }
+}
+
 // One block per row. Each thread keeps the best (value, lowest index) of its strided columns and
-// whether it saw a NaN or +inf; the block then reduces (larger value first, lower index on a tie).
+// whether it saw a NaN or +inf; each warp, then the first warp over the warps' results, reduces.
 __global__ void argmax_kernel(const float* __restrict__ x, int64_t cols, int32_t* __restrict__ out) {
   pdl_begin();
   __shared__ float best_value[32];
@@ -183,17 +197,7 @@ __global__ void argmax_kernel(const float* __restrict__ x, int64_t cols, int32_t
       index = static_cast<int32_t>(c);
     }
   }
-  auto better = [](float v, int32_t i, float w, int32_t j) { return w > v || (w == v && j < i); };
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(kFull, value, o);
-    const int32_t j = __shfl_xor_sync(kFull, index, o);
-    bad |= __shfl_xor_sync(kFull, bad, o);
-    if (better(value, index, w, j)) {
-      value = w;
-      index = j;
-    }
-  }
+  warp_argmax(value, index, bad);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   if (lane == 0) {
     best_value[warp] = value;
@@ -205,16 +209,7 @@ __global__ void argmax_kernel(const float* __restrict__ x, int64_t cols, int32_t
   value = lane < warps ? best_value[lane] : -INFINITY;
   index = lane < warps ? best_index[lane] : INT32_MAX;
   bad = lane < warps ? invalid[lane] : 0;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(kFull, value, o);
-    const int32_t j = __shfl_xor_sync(kFull, index, o);
-    bad |= __shfl_xor_sync(kFull, bad, o);
-    if (better(value, index, w, j)) {
-      value = w;
-      index = j;
-    }
-  }
+  warp_argmax(value, index, bad);
   if (lane == 0) out[blockIdx.x] = bad ? -2 : value == -INFINITY ? -1 : index;
 }
 

@@ -139,6 +139,16 @@ Reference reference(const std::vector<float>& row, float temperature) {
   return r;
 }
 
+// The shortest rank prefix reaching top_p of the mass, in id order.
+std::vector<int32_t> top_p_prefix(const Reference& ref, float top_p) {
+  size_t kept = 0;
+  double mass = 0.0;
+  while (mass < top_p * ref.total) mass += ref.weights[ref.rank_order[kept++]];
+  std::vector<int32_t> prefix(ref.rank_order.begin(), ref.rank_order.begin() + static_cast<std::ptrdiff_t>(kept));
+  std::sort(prefix.begin(), prefix.end());
+  return prefix;
+}
+
 std::vector<float> language_model_row(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -156,12 +166,7 @@ TEST(CandidateSet, RowWideTopPIsTheRankPrefixReachingTheMass) {
     for (float p : {0.3f, 0.8f, 0.95f, 0.999f}) {
       CandidateSet set = with_weights(row, 0.9f);
       set.apply_top_p(p);
-      size_t kept = 0;
-      double mass = 0.0;
-      while (mass < p * ref.total) mass += ref.weights[ref.rank_order[kept++]];
-      std::vector<int32_t> want(ref.rank_order.begin(), ref.rank_order.begin() + kept);
-      std::sort(want.begin(), want.end());
-      EXPECT_EQ(tokens_of(set), want) << "seed " << seed << " top_p " << p;
+      EXPECT_EQ(tokens_of(set), top_p_prefix(ref, p)) << "seed " << seed << " top_p " << p;
     }
   }
 }
@@ -178,12 +183,7 @@ TEST(CandidateSet, RowWideTopPOfAFlatRow) {
   for (float p : {0.2f, 0.6f, 0.95f}) {
     CandidateSet set = with_weights(row);
     set.apply_top_p(p);
-    size_t kept = 0;
-    double mass = 0.0;
-    while (mass < p * ref.total) mass += ref.weights[ref.rank_order[kept++]];
-    std::vector<int32_t> want(ref.rank_order.begin(), ref.rank_order.begin() + kept);
-    std::sort(want.begin(), want.end());
-    EXPECT_EQ(tokens_of(set), want) << "top_p " << p;
+    EXPECT_EQ(tokens_of(set), top_p_prefix(ref, p)) << "top_p " << p;
   }
 }
 
@@ -194,9 +194,7 @@ TEST(CandidateSet, RowWideTopPBelowTheFirstThresholds) {
   const Reference ref = reference(row, 1.0f);
   CandidateSet set = with_weights(row);
   set.apply_top_p(0.5f);
-  size_t kept = 0;
-  double mass = 0.0;
-  while (mass < 0.5 * ref.total) mass += ref.weights[ref.rank_order[kept++]];
+  const size_t kept = top_p_prefix(ref, 0.5f).size();
   ASSERT_EQ(set.size(), kept);
   EXPECT_EQ(set.candidates()[0].token, 0);  // ties by lower id: the bulk from token 0 on
   EXPECT_EQ(set.candidates()[kept - 1].token, static_cast<int32_t>(kept - 1));
