@@ -223,7 +223,8 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
 }
 
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
-                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial) {
+                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
+                          RopeDev unrope) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
   static bool attr_set = false;  // raising the dynamic shared-memory limit once
@@ -238,7 +239,9 @@ cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, c
   if (blocks > 2147483647) return cudaErrorInvalidValue;
   launch(mqa_attention_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L,
                                                                                    out, n_splits, partial);
-  if (n_splits > 1) return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s);
+  if (n_splits > 1)
+    return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s, unrope, b.positions);
+  if (unrope.inv_freq) return rope(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);
   return cudaGetLastError();
 }
 

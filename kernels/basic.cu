@@ -141,13 +141,9 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, 
     const int p = static_cast<int>(i % half);
     const int64_t h = (i / half) % heads, r = i / (half * heads);
     float* xp = x + r * cols + h * head_dim + head_dim - rope.rope_dim + 2 * p;
-    const float angle = static_cast<float>(positions[r]) * rope.inv_freq[p];
-    const float c = cosf(angle) * rope.attention_factor;
-    float sn = sinf(angle) * rope.attention_factor;
-    if (inverse) sn = -sn;
-    const float x0 = xp[0], x1 = xp[1];
-    xp[0] = x0 * c - x1 * sn;
-    xp[1] = x1 * c + x0 * sn;
+    const float2 v = rotate_pair(xp[0], xp[1], rope, positions[r], p, inverse);
+    xp[0] = v.x;
+    xp[1] = v.y;
   }
 }
 
@@ -383,9 +379,11 @@ __device__ void load_mix(const float* __restrict__ partial, int splits, int n_mi
 }
 
 // The weighted sum of a row's hc streams over the block's column chunks: chunk `first`, then every
-// `step`-th, of blockDim.x columns (or float4s when vec).
-__device__ __forceinline__ void collapse_columns(const float* s, const float* pre, int hc, int64_t d, int64_t first, int64_t step, bool vec,
-                                                 float* out) {
+// `step`-th, of blockDim.x columns (or float4s when vec). Returns the sum of squares of the values
+// this thread wrote, in rms_norm_kernel's order.
+__device__ __forceinline__ float collapse_columns(const float* s, const float* pre, int hc, int64_t d, int64_t first, int64_t step, bool vec,
+                                                  float* out) {
+  float ss = 0.0f;
   if (vec) {
     for (int64_t k = first * blockDim.x + threadIdx.x; k < d / 4; k += step * blockDim.x) {
       float4 acc = make_float4(0, 0, 0, 0);
@@ -397,14 +395,36 @@ __device__ __forceinline__ void collapse_columns(const float* s, const float* pr
         acc.w += pre[i] * v.w;
       }
       reinterpret_cast<float4*>(out)[k] = acc;
+      ss += acc.x * acc.x + acc.y * acc.y + acc.z * acc.z + acc.w * acc.w;
     }
-    return;
+    return ss;
   }
   for (int64_t k = first * blockDim.x + threadIdx.x; k < d; k += step * blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < hc; ++i) acc += pre[i] * s[i * d + k];
     out[k] = acc;
+    ss += acc * acc;
   }
+  return ss;
+}
+
+// out (d values, written by this block with collapse_columns from column 0, step 1) times the inverse
+// RMS of the row (the block's sum of squares) and w: rms_norm_kernel's arithmetic. Each thread
+// rescales the values it wrote itself.
+__device__ __forceinline__ void normalise_collapsed(float ss, int64_t d, const float* __restrict__ w, float eps, bool vec, float* out,
+                                                    float* red) {
+  ss = block_sum(ss, red);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  if (vec) {
+    for (int64_t k = threadIdx.x; k < d / 4; k += blockDim.x) {
+      float4 v = reinterpret_cast<const float4*>(out)[k];
+      const float4 wv = reinterpret_cast<const float4*>(w)[k];
+      v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+      reinterpret_cast<float4*>(out)[k] = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
+    }
+    return;
+  }
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = w[k] * (out[k] * inv);
 }
 
 // Sinkhorn normalisation of one row's n x n combination matrix. Sums run in the reference's order (j,
@@ -472,14 +492,16 @@ __device__ void sinkhorn_block(float* c, int n, int iters, float eps) {
 
 // grid (rows, column blocks): with one column block (many rows) each block does its whole row; with
 // more (decode), the last block writes post and comb (the Sinkhorn, a serial chain) while the others
-// collapse their columns. blockDim.x >= kMaxHc * kMaxHc.
+// collapse their columns. With norm_w (the sublayer's norm weight) one block collapses the whole row
+// and normalises it. blockDim.x >= kMaxHc * kMaxHc.
 __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ partial, int splits, int hc, int64_t d,
                               const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
-                              float norm_eps, bool vec, float* __restrict__ collapsed, float* __restrict__ post,
-                              float* __restrict__ comb) {
+                              float norm_eps, const float* __restrict__ norm_w, bool vec, float* __restrict__ collapsed,
+                              float* __restrict__ post, float* __restrict__ comb) {
   pdl_begin();
   __shared__ float m[(2 + kMaxHc) * kMaxHc + 1];
   __shared__ float inv;
+  __shared__ float red[32];
   __shared__ float pre[kMaxHc];
   __shared__ float c[kMaxHc * kMaxHc];
   const int64_t t = blockIdx.x;
@@ -505,7 +527,8 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   if (tid < n) pre[tid] = sigmoidf_(m[tid] * inv * scale[0] + base[tid]) + eps;
   __syncthreads();
   const int64_t col_blocks = whole_row ? 1 : gridDim.y - 1;
-  collapse_columns(streams + t * n * d, pre, n, d, blockIdx.y, col_blocks, vec, collapsed + t * d);
+  const float ss = collapse_columns(streams + t * n * d, pre, n, d, blockIdx.y, col_blocks, vec, collapsed + t * d);
+  if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, collapsed + t * d, red);  // (col_blocks is 1)
 }
 
 // grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
@@ -696,10 +719,12 @@ namespace {
 // row's columns spread over blocks of 256 threads (four columns each when vec), + 1 for hc_pre's
 // Sinkhorn.
 constexpr int64_t kHcManyRows = 264;
-dim3 hc_grid(int64_t rows, int64_t d, bool vec, bool sinkhorn_block) {
+// With whole_rows (a normalised collapse) one block collapses each row, next to the Sinkhorn's.
+dim3 hc_grid(int64_t rows, int64_t d, bool vec, bool sinkhorn_block, bool whole_rows = false) {
   if (rows >= kHcManyRows) return dim3(static_cast<unsigned>(rows), 1);
   const int64_t per_block = 256 * (vec ? 4 : 1);
-  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>((d + per_block - 1) / per_block + (sinkhorn_block ? 1 : 0)));
+  const int64_t col_blocks = whole_rows ? 1 : (d + per_block - 1) / per_block;
+  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(col_blocks + (sinkhorn_block ? 1 : 0)));
 }
 bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
   return hc >= 1 && hc <= kMaxHc && splits >= 1 && rows <= 2147483647 && hc_grid(rows, d, vec, true).y <= 65535;
@@ -707,13 +732,15 @@ bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
 }  // namespace
 
 cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
-                   float* comb, cudaStream_t s) {
+                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
+                   float* post, float* comb, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
-  launch(hc_pre_kernel, hc_grid(rows, d, vec, true), 256, 0, s)(streams, partial, splits, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters,
-                                                      eps, norm_eps, vec, collapsed, post, comb);
+  launch(hc_pre_kernel, hc_grid(rows, d, vec, true, norm_weight != nullptr), 256, 0, s)(
+      streams, partial, splits, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters, eps, norm_eps, norm_weight, vec, collapsed,
+      post, comb);
   return cudaGetLastError();
 }
 

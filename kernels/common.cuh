@@ -129,19 +129,25 @@ __device__ __forceinline__ bf16_t to_bf16_bits(float f) {
   return *reinterpret_cast<bf16_t*>(&h);
 }
 
+// Rope pair i (channels 2i, 2i + 1 of the rope part) rotated by position * inv_freq[i] (the negative
+// angle if inverse).
+__device__ __forceinline__ float2 rotate_pair(float x0, float x1, const RopeDev& r, int32_t position, int i, bool inverse) {
+  const float angle = static_cast<float>(position) * r.inv_freq[i];
+  const float c = cosf(angle) * r.attention_factor;
+  float sn = sinf(angle) * r.attention_factor;
+  if (inverse) sn = -sn;
+  return make_float2(x0 * c - x1 * sn, x1 * c + x0 * sn);
+}
+
 // Rotates the trailing rope_dim channels of one head vector held in memory (angle negated if inverse).
 // Threads t of n_threads share the pairs.
 __device__ __forceinline__ void rotate_pairs(float* head, int head_dim, const RopeDev& r, int32_t position, bool inverse,
                                              int t, int n_threads) {
   float* x = head + head_dim - r.rope_dim;
   for (int i = t; i < r.rope_dim / 2; i += n_threads) {
-    const float angle = static_cast<float>(position) * r.inv_freq[i];
-    const float c = cosf(angle) * r.attention_factor;
-    float sn = sinf(angle) * r.attention_factor;
-    if (inverse) sn = -sn;
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c - x1 * sn;
-    x[2 * i + 1] = x1 * c + x0 * sn;
+    const float2 v = rotate_pair(x[2 * i], x[2 * i + 1], r, position, i, inverse);
+    x[2 * i] = v.x;
+    x[2 * i + 1] = v.y;
   }
 }
 
@@ -194,9 +200,10 @@ struct AttentionKeys {
 inline constexpr int kMaxAttnSplits = 32;
 // Merges the key shares of an attention launch (partial: per (row, head, share) the unnormalised
 // sum over the share's keys, its max and its denominator) with the sinks; one block per (row, head).
-// n_splits <= kMaxAttnSplits.
+// n_splits <= kMaxAttnSplits. With unrope.inv_freq, each output head's rope channels are rotated back
+// by its row's position (Backend::attention's unrope).
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
-                              cudaStream_t s);
+                              cudaStream_t s, RopeDev unrope = {}, const int32_t* positions = nullptr);
 
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;

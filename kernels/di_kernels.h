@@ -99,9 +99,10 @@ cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64
 
 // Hyper-connections from the mix partials of the raw (un-normalised) streams (`splits` chunks of
 // (2 + hc) hc + 1, resp. hc + 1, values per row); the kernels apply the unweighted RMS norm of each row.
+// hc_pre with norm_weight also applies the sublayer's RMS norm (weight norm_weight, eps norm_eps) to collapsed.
 cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, float* collapsed, float* post,
-                   float* comb, cudaStream_t s);
+                   const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
+                   float* post, float* comb, cudaStream_t s);
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                     const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
@@ -117,6 +118,21 @@ bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k);
 // o < n_out, where g = o / n_group (n_group = n_out: a plain product; else a grouped one).
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
                  int64_t ldo, cudaStream_t s);
+// Several products of the same rows of x (each as gemv above, k columns) in one launch: at decode
+// the products a layer takes from one input are mostly small, and a launch each costs more than
+// reading their weights.
+inline constexpr int kGemvMaxProducts = 8;
+struct GemvProduct {
+  const bf16_t* w = nullptr;
+  float* out = nullptr;
+  int64_t n_out = 0, n_group = 0, ldo = 0;
+};
+struct GemvList {
+  GemvProduct p[kGemvMaxProducts];
+  int64_t first_block[kGemvMaxProducts] = {};  // set by gemv_list
+  int count = 0;
+};
+cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s);
 // Experts of a few rows without a permutation. Each row has per_row() entries: slots i < top_k are
 // routed experts (experts[t, i] of the stacked w1 / w3 / w2, scaled by weights[t, i]; experts null:
 // expert 0, weights null: 1), slot top_k, when sw1 is set, the shared expert (scale 1).
@@ -155,16 +171,18 @@ cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, c
 // Sliding window + compressed entries (all visible ones, or `selected` [rows, sel_cols] when given)
 // with per-head sinks. head_dim <= 512. n_splits > 1 shares each (row, head)'s keys among that many
 // blocks (for small batches, where rows x heads blocks leave the GPU idle) and merges them after;
-// partial then holds rows * heads * n_splits * (head_dim + 2) floats.
+// partial then holds rows * heads * n_splits * (head_dim + 2) floats. With unrope.inv_freq each output
+// head's rope channels are rotated back by the row's position (in the merge when there is one).
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
                       int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits = 1,
-                      float* partial = nullptr);
+                      float* partial = nullptr, RopeDev unrope = {});
 // The same attention on the tensor cores for head_dim 512 (bf16 operands, fp32 accumulation and
 // softmax; kernels/attention_mqa.cu): each key is read once per group of 64 heads. Supported when
 // the state layout keeps every key row 16-byte aligned. partial: rows * heads * n_splits * 514 floats.
 bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
-                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial);
+                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
+                          RopeDev unrope = {});
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
@@ -186,6 +204,13 @@ enum class ScoreFunc : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
 cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid,
                   int64_t table_rows, const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts,
                   float* weights, cudaStream_t s);
+// Decode: the gate product (x [rows, d] · gate [n_exp, d]^T, fp32, into logits [rows, n_exp]) and the
+// routing in one launch, whose last block routes; counter: one unsigned, zero, left zero.
+inline constexpr int kGateRouteMaxRows = 4;
+bool gate_route_supported(const float* x, int64_t rows, int64_t d, const float* gate);
+cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gate, int n_exp, const float* bias, const int32_t* tid2eid,
+                       int64_t table_rows, const int32_t* tokens, ScoreFunc score, int top_k, float scaling, float* logits,
+                       unsigned* counter, int32_t* experts, float* weights, cudaStream_t s);
 
 // Token permutation for the grouped expert GEMMs. `entries` = rows * top_k.
 // Rows per tile: kMoeTileRows, or kMoeBigTileRows where experts get many rows (prefill) and weight

@@ -69,28 +69,33 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
   }
 }
 
-// grid: blocks of kWarps / ks output groups of J outputs; warp w owns group w / ks and the column
-// share w % ks (ks in 1, 2, 4, 8: small outputs counts split the columns to fill the GPU). Output o
-// of group g = o / n_group reads x columns [g k, g k + k). Shares are added in share order.
+// grid: the products' blocks one after the other (list.first_block), each of kWarps / ks output
+// groups of J outputs; warp w owns group w / ks and the column share w % ks (ks in 1, 2, 4, 8: small
+// output counts split the columns to fill the GPU). Output o of group g = o / n_group reads x columns
+// [g k, g k + k). Shares are added in share order.
 template <int R, int J>
-__global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, const bf16_t* __restrict__ w,
-                                                          int64_t n_out, int64_t k, int64_t n_group, int ks, float* __restrict__ out,
-                                                          int64_t ldo) {
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
+                                                          GemvList list) {
   __shared__ float red[kWarps][J][R];
+  int p = 0;
+  while (p + 1 < list.count && static_cast<int64_t>(blockIdx.x) >= list.first_block[p + 1]) ++p;
+  const GemvProduct& pr = list.p[p];
+  const int64_t block = blockIdx.x - list.first_block[p];
+  const int64_t n_out = pr.n_out;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int per_block = kWarps / ks;
-  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * per_block + warp / ks) * J;
+  const int64_t o0 = (block * per_block + warp / ks) * J;
   const int share = warp % ks;
   const int64_t n8 = k / 8;
   const uint4* wr[J];
 #pragma unroll
-  for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(w + min(o0 + j, n_out - 1) * k);  // past the end: a copy, unused
+  for (int j = 0; j < J; ++j) wr[j] = reinterpret_cast<const uint4*>(pr.w + min(o0 + j, n_out - 1) * k);  // past the end: a copy, unused
   if (o0 < n_out) prefetch_rows<J, 4>(wr, share * 32 + lane, 32 * ks, n8);
   pdl_begin();
   float acc[J][R] = {};
   if (o0 < n_out) {
     const float4* xr[R];
-    const int64_t col = (o0 / n_group) * k;  // J divides n_group: one group per warp
+    const int64_t col = (o0 / pr.n_group) * k;  // J divides n_group: one group per warp
 #pragma unroll
     for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const float4*>(x + min(r, rows - 1) * ldx + col);
     dot_rows<R, J, 4>(wr, xr, share * 32 + lane, 32 * ks, n8, acc);
@@ -106,11 +111,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __res
   const int t = threadIdx.x;
   if (t < per_block * J * R) {
     const int g = t / (J * R), j = (t / R) % J, r = t % R;
-    const int64_t o = (static_cast<int64_t>(blockIdx.x) * per_block + g) * J + j;
+    const int64_t o = (block * per_block + g) * J + j;
     if (o < n_out && r < rows) {
       float s = 0.0f;
       for (int i = 0; i < ks; ++i) s += red[g * ks + i][j][r];
-      out[r * ldo + o] = s;
+      pr.out[r * pr.ldo + o] = s;
     }
   }
 }
@@ -251,26 +256,38 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* _
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int R>
-cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
-                        int64_t ldo, cudaStream_t s) {
+cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, cudaStream_t s) {
   // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more
   // rows (their activations cost registers too), 1 where groups are odd.
-  const int J = R == 1 && n_group % 4 == 0 ? 4 : n_group % 2 == 0 ? 2 : 1;
+  bool by4 = R == 1, by2 = true;
+  int64_t total = 0;
+  for (int p = 0; p < list.count; ++p) {
+    by4 = by4 && list.p[p].n_group % 4 == 0;
+    by2 = by2 && list.p[p].n_group % 2 == 0;
+    total += list.p[p].n_out;
+  }
+  const int J = by4 ? 4 : by2 ? 2 : 1;
   // Split the columns while fewer than ~2 blocks per multiprocessor would run.
   int ks = 1;
-  while (ks < kWarps && (n_out + (kWarps / ks) * J - 1) / ((kWarps / ks) * J) < kFewBlocks && k / 8 >= 64 * ks) ks *= 2;
-  const int64_t blocks = (n_out + (kWarps / ks) * J - 1) / ((kWarps / ks) * J);
+  while (ks < kWarps && (total + (kWarps / ks) * J - 1) / ((kWarps / ks) * J) < kFewBlocks && k / 8 >= 64 * ks) ks *= 2;
+  const int64_t per_block = (kWarps / ks) * J;
+  int64_t blocks = 0;
+  for (int p = 0; p < list.count; ++p) {
+    list.first_block[p] = blocks;
+    blocks += (list.p[p].n_out + per_block - 1) / per_block;
+  }
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(blocks);
   if constexpr (R == 1) {
     if (J == 4) {
-      launch(gemv_kernel<1, 4>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+      launch(gemv_kernel<1, 4>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
       return cudaGetLastError();
     }
   }
   if (J == 2)
-    launch(gemv_kernel<R, 2>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+    launch(gemv_kernel<R, 2>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
   else
-    launch(gemv_kernel<R, 1>, static_cast<unsigned>(blocks), kWarps * 32, 0, s)(x, rows, ldx, w, n_out, k, n_group, ks, out, ldo);
+    launch(gemv_kernel<R, 1>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
   return cudaGetLastError();
 }
 
@@ -280,14 +297,29 @@ bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
   return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);
 }
 
+cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (rows > kGemvMaxRows || list.count < 1 || list.count > kGemvMaxProducts) return cudaErrorInvalidValue;
+  GemvList l;
+  for (int p = 0; p < list.count; ++p) {
+    const GemvProduct& pr = list.p[p];
+    if (pr.n_out <= 0) continue;  // nothing to write
+    if (pr.n_group <= 0 || pr.n_out % pr.n_group != 0 || !gemv_supported(x, ldx, pr.w, k)) return cudaErrorInvalidValue;
+    l.p[l.count++] = pr;
+  }
+  if (l.count == 0) return cudaSuccess;
+  const int r = static_cast<int>(rows);
+  if (r == 1) return launch_gemv<1>(x, r, ldx, k, l, s);
+  if (r == 2) return launch_gemv<2>(x, r, ldx, k, l, s);
+  return launch_gemv<4>(x, r, ldx, k, l, s);
+}
+
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
                  int64_t ldo, cudaStream_t s) {
-  if (rows <= 0 || n_out <= 0) return cudaSuccess;
-  if (rows > kGemvMaxRows || n_group <= 0 || n_out % n_group != 0 || !gemv_supported(x, ldx, w, k)) return cudaErrorInvalidValue;
-  const int r = static_cast<int>(rows);
-  if (r == 1) return launch_gemv<1>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
-  if (r == 2) return launch_gemv<2>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
-  return launch_gemv<4>(x, r, ldx, w, n_out, k, n_group, out, ldo, s);
+  GemvList list;
+  list.count = 1;
+  list.p[0] = GemvProduct{w, out, n_out, n_group, ldo};
+  return gemv_list(x, rows, ldx, k, list, s);
 }
 
 cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvExperts& ex, int64_t inter, float limit, float* h,

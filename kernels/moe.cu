@@ -13,40 +13,45 @@ namespace {
 constexpr int kRouteWarps = 4;
 constexpr int kMaxExperts = 1024;  // 32 per lane in route
 
-// One warp per row.
-__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __restrict__ logits, int64_t rows, int n_exp,
-                                                                 const float* __restrict__ bias, const int32_t* __restrict__ tid2eid,
-                                                                 int64_t table_rows, const int32_t* __restrict__ tokens, int score,
-                                                                 int top_k, float scaling, int32_t* __restrict__ experts,
-                                                                 float* __restrict__ weights) {
-  pdl_begin();
-  extern __shared__ float smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
-  if (t >= rows) return;
-  float* sc = smem + warp * n_exp;
-  const float* lg = logits + t * n_exp;
-  if (score == static_cast<int>(ScoreFunc::kSoftmax)) {
+// What routing needs besides the logits.
+struct RouteArgs {
+  const float* bias;
+  const int32_t* tid2eid;
+  int64_t table_rows;
+  const int32_t* tokens;
+  int score, top_k;
+  float scaling;
+  int32_t* experts;
+  float* weights;
+};
+
+// Routes row t from its logits lg (read through L2: another block may have written them), one warp;
+// sc: n_exp floats of shared memory for the scores.
+__device__ void route_row(const float* lg, int64_t t, int n_exp, const RouteArgs& a, float* sc) {
+  const int lane = threadIdx.x & 31;
+  if (a.score == static_cast<int>(ScoreFunc::kSoftmax)) {
     float mx = -INFINITY;
-    for (int e = lane; e < n_exp; e += 32) mx = fmaxf(mx, lg[e]);
+    for (int e = lane; e < n_exp; e += 32) mx = fmaxf(mx, __ldcg(lg + e));
     mx = warp_max(mx);
     float sum = 0.0f;
-    for (int e = lane; e < n_exp; e += 32) sum += (sc[e] = expf(lg[e] - mx));
+    for (int e = lane; e < n_exp; e += 32) sum += (sc[e] = expf(__ldcg(lg + e) - mx));
     sum = warp_sum(sum);
     for (int e = lane; e < n_exp; e += 32) sc[e] /= sum;
-  } else if (score == static_cast<int>(ScoreFunc::kSigmoid)) {
-    for (int e = lane; e < n_exp; e += 32) sc[e] = sigmoidf_(lg[e]);
+  } else if (a.score == static_cast<int>(ScoreFunc::kSigmoid)) {
+    for (int e = lane; e < n_exp; e += 32) sc[e] = sigmoidf_(__ldcg(lg + e));
   } else {
     for (int e = lane; e < n_exp; e += 32) {
-      const float x = lg[e];
+      const float x = __ldcg(lg + e);
       sc[e] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
     }
   }
   __syncwarp();
-  int32_t* chosen = experts + t * top_k;
-  if (tid2eid) {
-    const int32_t tok = tokens[t];
-    for (int i = lane; i < top_k; i += 32) chosen[i] = (tok >= 0 && tok < table_rows) ? tid2eid[static_cast<int64_t>(tok) * top_k + i] : 0;
+  const int top_k = a.top_k;
+  int32_t* chosen = a.experts + t * top_k;
+  if (a.tid2eid) {
+    const int32_t tok = a.tokens[t];
+    for (int i = lane; i < top_k; i += 32)
+      chosen[i] = (tok >= 0 && tok < a.table_rows) ? a.tid2eid[static_cast<int64_t>(tok) * top_k + i] : 0;
   } else {
     uint32_t taken = 0;  // bit j: expert lane + 32 j
     for (int i = 0; i < top_k; ++i) {
@@ -54,7 +59,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __
       int best_e = INT_MAX;
       for (int j = 0, e = lane; e < n_exp; ++j, e += 32) {
         if (taken & (1u << j)) continue;
-        const float v = sc[e] + (bias ? bias[e] : 0.0f);
+        const float v = sc[e] + (a.bias ? a.bias[e] : 0.0f);
         if (v > best || (v == best && e < best_e)) {
           best = v;
           best_e = e;
@@ -83,9 +88,83 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __
     }
     for (int i = 0; i < top_k; ++i) {
       const int32_t e = chosen[i];
-      weights[t * top_k + i] = ((e >= 0 && e < n_exp) ? sc[e] : 0.0f) / (sum + 1e-20f) * scaling;
+      a.weights[t * top_k + i] = ((e >= 0 && e < n_exp) ? sc[e] : 0.0f) / (sum + 1e-20f) * a.scaling;
     }
   }
+}
+
+// One warp per row.
+__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const float* __restrict__ logits, int64_t rows, int n_exp, RouteArgs a) {
+  pdl_begin();
+  extern __shared__ float smem[];
+  const int warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= rows) return;
+  route_row(logits + t * n_exp, t, n_exp, a, smem + warp * n_exp);
+}
+
+constexpr int kGateShares = 4;                        // column shares per expert
+constexpr int kGateExpertsPerBlock = 8 / kGateShares;  // blocks of 8 warps
+constexpr int kGateLoads = 8;                          // 16-byte weight loads in flight per lane
+
+// Decode (rows <= R): the router's fp32 gate product, lg[r][e] = x[r] · gate[e], a warp per (expert,
+// column share), shares added in order; then the last block to finish routes the rows (route_row),
+// one warp per row, and resets the counter. d % 4 == 0, rows 16-byte aligned.
+template <int R>
+__global__ void __launch_bounds__(256) gate_route_kernel(const float* __restrict__ x, int rows, int64_t d, const float* __restrict__ gate,
+                                                         int n_exp, float* logits, unsigned* counter, RouteArgs a) {
+  __shared__ float part[8][R];
+  __shared__ float sc[R][kMaxExperts];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int e = blockIdx.x * kGateExpertsPerBlock + warp / kGateShares, share = warp % kGateShares;
+  const int64_t n4 = d / 4, first = share * 32 + lane, step = 32 * kGateShares;
+  const float4* w = reinterpret_cast<const float4*>(gate + static_cast<int64_t>(min(e, n_exp - 1)) * d);
+  for (int64_t c = first; c < n4 && c < first + kGateLoads * step; c += step) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w + c));
+  pdl_begin();
+  float acc[R] = {};
+  if (e < n_exp) {
+    for (int64_t c0 = first; c0 < n4; c0 += kGateLoads * step) {
+      float4 wv[kGateLoads];
+#pragma unroll
+      for (int u = 0; u < kGateLoads; ++u) wv[u] = c0 + u * step < n4 ? __ldg(w + c0 + u * step) : make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < kGateLoads; ++u) {
+        if (c0 + u * step >= n4) break;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float4 xv = __ldg(reinterpret_cast<const float4*>(x + min(r, rows - 1) * d) + c0 + u * step);
+          float v = acc[r];
+          v = fmaf(wv[u].x, xv.x, v);
+          v = fmaf(wv[u].y, xv.y, v);
+          v = fmaf(wv[u].z, xv.z, v);
+          acc[r] = fmaf(wv[u].w, xv.w, v);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < kGateExpertsPerBlock * R) {
+    const int g = threadIdx.x / R, r = threadIdx.x % R, ex = blockIdx.x * kGateExpertsPerBlock + g;
+    if (ex < n_exp && r < rows) {
+      float v = 0.0f;
+      for (int i = 0; i < kGateShares; ++i) v += part[g * kGateShares + i][r];
+      logits[static_cast<int64_t>(r) * n_exp + ex] = v;
+    }
+  }
+  __threadfence();  // the logits are visible before the count says so
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (warp < rows) route_row(logits + static_cast<int64_t>(warp) * n_exp, warp, n_exp, a, sc[warp]);
+  if (threadIdx.x == 0) *counter = 0;
 }
 
 __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t entries, int n_exp, int32_t* counts,
@@ -503,8 +582,31 @@ cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bia
   if (rows <= 0) return cudaSuccess;
   if (n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp)) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * kRouteWarps * n_exp;
-  launch(route_kernel, blocks_for(rows, kRouteWarps), kRouteWarps * 32, smem, s)(logits, rows, n_exp, bias, tid2eid, table_rows, tokens,
-                                                                             static_cast<int>(score), top_k, scaling, experts, weights);
+  const RouteArgs a{bias, tid2eid, table_rows, tokens, static_cast<int>(score), top_k, scaling, experts, weights};
+  launch(route_kernel, blocks_for(rows, kRouteWarps), kRouteWarps * 32, smem, s)(logits, rows, n_exp, a);
+  return cudaGetLastError();
+}
+
+bool gate_route_supported(const float* x, int64_t rows, int64_t d, const float* gate) {
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return rows >= 1 && rows <= kGateRouteMaxRows && d > 0 && d % 4 == 0 && al(x) && al(gate);
+}
+
+cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gate, int n_exp, const float* bias, const int32_t* tid2eid,
+                       int64_t table_rows, const int32_t* tokens, ScoreFunc score, int top_k, float scaling, float* logits,
+                       unsigned* counter, int32_t* experts, float* weights, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  if (!gate_route_supported(x, rows, d, gate) || n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp))
+    return cudaErrorInvalidValue;
+  const RouteArgs a{bias, tid2eid, table_rows, tokens, static_cast<int>(score), top_k, scaling, experts, weights};
+  const unsigned grid = static_cast<unsigned>((n_exp + kGateExpertsPerBlock - 1) / kGateExpertsPerBlock);
+  const int r = static_cast<int>(rows);
+  if (r == 1)
+    launch(gate_route_kernel<1>, grid, 256, 0, s)(x, r, d, gate, n_exp, logits, counter, a);
+  else if (r == 2)
+    launch(gate_route_kernel<2>, grid, 256, 0, s)(x, r, d, gate, n_exp, logits, counter, a);
+  else
+    launch(gate_route_kernel<4>, grid, 256, 0, s)(x, r, d, gate, n_exp, logits, counter, a);
   return cudaGetLastError();
 }
 

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
 
 // One block per (row, head): merges the key shares of attention_kernel with the sink.
 __global__ void attention_combine_kernel(const float* __restrict__ part, const float* __restrict__ sinks, int heads, int hd,
-                                         int n_splits, float* __restrict__ out) {
+                                         int n_splits, float* __restrict__ out, RopeDev unrope, const int32_t* __restrict__ positions) {
   pdl_begin();
   __shared__ float w[kMaxAttnSplits];  // each share's factor exp(max_s - max), 0 for an empty share
   __shared__ float denom;
@@ -248,7 +248,8 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, const f
   }
   __syncthreads();
   float* o = out + rh * hd;
-  if (hd % 4 == 0 && reinterpret_cast<uintptr_t>(part) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+  if (hd % 4 == 0 && (!unrope.inv_freq || unrope.rope_dim % 4 == 0) && reinterpret_cast<uintptr_t>(part) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
     // Four columns per thread: (hd + 2) % 4 == 2, so a share's columns are 8-byte aligned; read as
     // float2 pairs.
     for (int c = threadIdx.x * 4; c < hd; c += blockDim.x * 4) {
@@ -260,7 +261,14 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, const f
         v.z += b.x * w[s];
         v.w += b.y * w[s];
       }
-      *reinterpret_cast<float4*>(o + c) = make_float4(v.x / denom, v.y / denom, v.z / denom, v.w / denom);
+      v = make_float4(v.x / denom, v.y / denom, v.z / denom, v.w / denom);
+      const int first = c - (hd - unrope.rope_dim);  // rope channel of column c (pairs: even)
+      if (unrope.inv_freq && first >= 0) {
+        const int32_t p = positions[rh / heads];
+        const float2 a = rotate_pair(v.x, v.y, unrope, p, first / 2, true), b = rotate_pair(v.z, v.w, unrope, p, first / 2 + 1, true);
+        v = make_float4(a.x, a.y, b.x, b.y);
+      }
+      *reinterpret_cast<float4*>(o + c) = v;
     }
     return;
   }
@@ -269,6 +277,9 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, const f
     for (int s = 0; s < n_splits; ++s) v += pp[s * (hd + 2) + c] * w[s];
     o[c] = v / denom;
   }
+  if (!unrope.inv_freq) return;
+  __syncthreads();  // the head's columns are written before their pairs are rotated
+  rotate_pairs(o, hd, unrope, positions[rh / heads], true, threadIdx.x, blockDim.x);
 }
 
 constexpr int kIdxWarps = 8;
@@ -440,7 +451,7 @@ cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, c
 
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
                       int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits,
-                      float* partial) {
+                      float* partial, RopeDev unrope) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   const int hd = L.head_dim;
   if (hd <= 0 || hd > 512 || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
@@ -451,15 +462,18 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
     launch(attention_kernel<4>, grid, kAttnWarps * 32, smem, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
   else
     launch(attention_kernel<16>, grid, kAttnWarps * 32, smem, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial);
-  if (n_splits > 1) return attention_combine(partial, sinks, rh, heads, hd, n_splits, out, s);
+  if (n_splits > 1) return attention_combine(partial, sinks, rh, heads, hd, n_splits, out, s, unrope, b.positions);
+  if (unrope.inv_freq) return rope(out, b.rows, static_cast<int64_t>(heads) * hd, hd, unrope, b.positions, true, s);
   return cudaGetLastError();
 }
 
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
-                              cudaStream_t s) {
+                              cudaStream_t s, RopeDev unrope, const int32_t* positions) {
   if (row_heads <= 0) return cudaSuccess;
-  if (n_splits < 1 || n_splits > kMaxAttnSplits || row_heads > 2147483647) return cudaErrorInvalidValue;
-  launch(attention_combine_kernel, static_cast<unsigned>(row_heads), 128, 0, s)(partial, sinks, heads, hd, n_splits, out);
+  if (n_splits < 1 || n_splits > kMaxAttnSplits || row_heads > 2147483647 ||
+      (unrope.inv_freq && (!positions || unrope.rope_dim % 2 != 0 || unrope.rope_dim > hd)))
+    return cudaErrorInvalidValue;
+  launch(attention_combine_kernel, static_cast<unsigned>(row_heads), 128, 0, s)(partial, sinks, heads, hd, n_splits, out, unrope, positions);
   return cudaGetLastError();
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ struct HyperConnection {
   int sinkhorn_iters = 1;
   float eps = 1e-6f;       // hc_eps
   float norm_eps = 1e-6f;  // rms_norm_eps of the unweighted input norm
+  // hc_pre only: when set, the collapsed row is then RMS-normalised with this weight (eps norm_eps),
+  // the sublayer's input norm, which a backend may apply in the same pass.
+  const DeviceWeight* sublayer_norm = nullptr;
 };
 
 // Rotary embedding of the trailing `rope_dim` channels of each head.
@@ -199,6 +203,10 @@ class Backend {
   virtual void repeat_columns(Tensor x, int times, Tensor out) = 0;
   // out = x @ w^T
   virtual void linear(Tensor x, const DeviceWeight& w, Tensor out) = 0;
+  // outs[i] = x @ ws[i]^T: products that share their input, which a backend may run as one.
+  virtual void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) {
+    for (size_t i = 0; i < ws.size() && i < outs.size(); ++i) linear(x, *ws[i], outs[i]);
+  }
   // y_g = x_g @ w[g]^T for each of `groups` column groups of x; w is [groups * n, cols / groups]
   virtual void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) = 0;
   // Normalises each run of `group` columns to unit RMS, times weight[group] when given. In place ok.
@@ -235,7 +243,10 @@ class Backend {
   virtual void indexer_topk(int layer, Tensor q, Tensor weights, int heads, IntTensor out) = 0;
   // Attention of q [T, heads*head_dim] over the sliding window (state + this step's kv [T, head_dim])
   // and the layer's compressed entries (all visible ones, or `selected` for CSA), with per-head sinks.
-  virtual void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) = 0;
+  // With unrope, each output head is then rotated back (rope(out, head_dim, *unrope, inverse)), which
+  // a backend may do as it writes the output.
+  virtual void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
+                         const Rope* unrope = nullptr) = 0;
   // Appends this step's kv rows to the window ring of each sequence.
   virtual void window_update(int layer, Tensor kv) = 0;
 
@@ -245,13 +256,13 @@ class Backend {
   virtual void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) = 0;
   // out = clamped SwiGLU MLP(x) with one expert (the shared expert)
   virtual void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) = 0;
-  // The MoE feed-forward: out += Σ_k weights[k] * expert_k(x) + shared(x), shared being one expert
-  // (weights [1, inter, hidden] etc.). By default moe_experts, swiglu and add; a backend may fuse them.
+  // The MoE feed-forward: out = shared(x) + Σ_k weights[k] * expert_k(x), shared being one expert
+  // (weights [1, inter, hidden] etc.). By default swiglu, moe_experts and add; a backend may fuse them.
   virtual void moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Experts& routed, const Experts& shared, Tensor out) {
-    moe_experts(x, experts, weights, routed, out);
-    Tensor s = scratch_uninit(x.rows, out.cols);
-    swiglu(x, *shared.w1, *shared.w3, *shared.w2, shared.limit, s);
-    add(out, s);
+    Tensor routed_sum = scratch(x.rows, out.cols);  // zero-filled: experts accumulate into it
+    moe_experts(x, experts, weights, routed, routed_sum);
+    swiglu(x, *shared.w1, *shared.w3, *shared.w2, shared.limit, out);
+    add(out, routed_sum);
   }
 };
 

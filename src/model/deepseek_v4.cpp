@@ -275,41 +275,49 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
                   static_cast<float>(L.type == AttentionType::kSliding ? c.rope_main.attention_factor
                                                                        : c.rope_compress.attention_factor)};
 
-  Tensor qa = be_.scratch_uninit(T, c.q_lora_rank);
-  be_.linear(x, *L.wq_a, qa);
+  // Every product of the layer's input, as one op: wq_a, wkv, then the compressor's and the indexer's.
+  Tensor qa = be_.scratch_uninit(T, c.q_lora_rank), kv = be_.scratch_uninit(T, hd);
+  std::vector<const DeviceWeight*> ws = {L.wq_a.get(), L.wkv.get()};
+  std::vector<Tensor> outs = {qa, kv};
+  Tensor ckv, cgate, ikv, igate, iw;
+  if (L.type != AttentionType::kSliding) {
+    ckv = be_.scratch_uninit(T, L.comp_wkv->rows);
+    cgate = be_.scratch_uninit(T, L.comp_wgate->rows);
+    ws.insert(ws.end(), {L.comp_wkv.get(), L.comp_wgate.get()});
+    outs.insert(outs.end(), {ckv, cgate});
+  }
+  if (L.type == AttentionType::kCsa) {
+    ikv = be_.scratch_uninit(T, L.idx_comp_wkv->rows);
+    igate = be_.scratch_uninit(T, L.idx_comp_wgate->rows);
+    iw = be_.scratch_uninit(T, c.index_heads);
+    ws.insert(ws.end(), {L.idx_comp_wkv.get(), L.idx_comp_wgate.get(), L.idx_weights.get()});
+    outs.insert(outs.end(), {ikv, igate, iw});
+  }
+  be_.linears(x, ws, outs);
+
   be_.rms_norm(qa, L.q_norm.get(), eps, c.q_lora_rank, qa);
   Tensor q = be_.scratch_uninit(T, c.num_heads * hd);
   be_.linear(qa, *L.wq_b, q);
   be_.rms_norm_rope(q, nullptr, eps, static_cast<int>(hd), rope, q);
-  Tensor kv = be_.scratch_uninit(T, hd);
-  be_.linear(x, *L.wkv, kv);
   be_.rms_norm_rope(kv, L.kv_norm.get(), eps, static_cast<int>(hd), rope, kv);
 
   IntTensor selected;
-  if (L.type != AttentionType::kSliding) {
-    Tensor ckv = be_.scratch_uninit(T, L.comp_wkv->rows), cgate = be_.scratch_uninit(T, L.comp_wkv->rows);
-    be_.linear(x, *L.comp_wkv, ckv);
-    be_.linear(x, *L.comp_wgate, cgate);
+  if (L.type != AttentionType::kSliding)
     be_.compress(index, ckv, cgate, Compressor{L.comp_ape.get(), L.comp_norm.get(), eps, false, rope});
-  }
   if (L.type == AttentionType::kCsa) {
     const int64_t ihd = c.index_head_dim;
-    Tensor ikv = be_.scratch_uninit(T, 2 * ihd), igate = be_.scratch_uninit(T, 2 * ihd);
-    be_.linear(x, *L.idx_comp_wkv, ikv);
-    be_.linear(x, *L.idx_comp_wgate, igate);
     be_.compress(index, ikv, igate, Compressor{L.idx_comp_ape.get(), L.idx_comp_norm.get(), eps, true, rope});
-    Tensor iq = be_.scratch_uninit(T, c.index_heads * ihd), iw = be_.scratch_uninit(T, c.index_heads);
+    Tensor iq = be_.scratch_uninit(T, c.index_heads * ihd);
     be_.linear(qa, *L.idx_wq_b, iq);
     be_.rope(iq, static_cast<int>(ihd), rope, false);
-    be_.linear(x, *L.idx_weights, iw);
     selected = be_.scratch_int_uninit(T, c.index_topk);
     be_.indexer_topk(index, iq, iw, c.index_heads, selected);
   }
 
   Tensor o = be_.scratch_uninit(T, c.num_heads * hd);
-  be_.attention(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, o);
+  // K=V carried rope into the output: rotated back as it is written
+  be_.attention(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, o, &rope);
   be_.window_update(index, kv);
-  be_.rope(o, static_cast<int>(hd), rope, true);  // K=V carried rope into the output: rotate it back
   Tensor og = be_.scratch_uninit(T, c.o_groups * c.o_lora_rank);
   be_.grouped_linear(o, *L.wo_a, c.o_groups, og);
   Tensor out = be_.scratch_uninit(T, c.hidden_size);
@@ -332,7 +340,7 @@ Tensor DeepseekV4::moe(const Layer& L, Tensor x) {
   IntTensor experts = be_.scratch_int_uninit(T, c.experts_per_token);
   Tensor weights = be_.scratch_uninit(T, c.experts_per_token);
   be_.route(x, router, experts, weights);
-  Tensor out = be_.scratch(T, c.hidden_size);  // zero-filled: experts accumulate into it
+  Tensor out = be_.scratch_uninit(T, c.hidden_size);
   const float limit = static_cast<float>(c.swiglu_limit);
   be_.moe_ffn(x, experts, weights, Experts{L.w1.get(), L.w3.get(), L.w2.get(), limit},
               Experts{L.shared_w1.get(), L.shared_w3.get(), L.shared_w2.get(), limit}, out);
@@ -370,12 +378,12 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
       h.sinkhorn_iters = c.hc_sinkhorn_iters;
       h.eps = static_cast<float>(c.hc_eps);
       h.norm_eps = eps;
+      h.sublayer_norm = site ? L.ffn_norm.get() : L.attn_norm.get();
       // The sublayer's intermediates live until its output has been mixed into the other stream
       // buffer; then their memory serves the next sublayer.
       const ScratchMark mark = be_.scratch_mark();
       Tensor collapsed = be_.scratch_uninit(T, d), post = be_.scratch_uninit(T, hc), comb = be_.scratch_uninit(T, hc * hc);
-      be_.hc_pre(streams, h, collapsed, post, comb);
-      be_.rms_norm(collapsed, site ? L.ffn_norm.get() : L.attn_norm.get(), eps, static_cast<int>(d), collapsed);
+      be_.hc_pre(streams, h, collapsed, post, comb);  // collapsed: normalised by the sublayer's norm
       Tensor out = site ? moe(L, collapsed) : attention(l, L, collapsed);
       be_.hc_post(streams, out, post, comb, spare);
       be_.scratch_release(mark);

@@ -150,6 +150,35 @@ TEST_F(CudaOps, ArgmaxRowsLikeGreedy) {
   }
 }
 
+// Products sharing their input: one GEMV launch for up to 4 rows (outputs of mixed sizes, odd ones
+// included), the products one by one above that.
+TEST_F(CudaOps, LinearsSharingAnInput) {
+  const std::vector<int64_t> sizes = {1024, 512, 64, 71, 256, 8, 3};
+  for (int64_t T : {1, 2, 3, 4, 5}) {
+    for (int64_t K : {4096, 200}) {
+      ForwardBatch b = rows_batch(static_cast<int32_t>(T));
+      t.begin(b);
+      auto x = t.tensor(testing::randn(static_cast<size_t>(T * K), rng), T, K);
+      std::vector<Twin::W2> w;
+      std::vector<Twin::T2> outs;
+      std::vector<const DeviceWeight*> wc, wg;
+      std::vector<Tensor> oc, og;
+      for (int64_t n : sizes) {
+        w.push_back(t.floats(testing::randn(static_cast<size_t>(n * K), rng, 1.0f / std::sqrt(static_cast<float>(K))), n, K));
+        outs.push_back(t.zeros(T, n));
+        wc.push_back(w.back().c.get());
+        wg.push_back(w.back().g.get());
+        oc.push_back(outs.back().c);
+        og.push_back(outs.back().g);
+      }
+      t.cpu->linears(x.c, wc, oc);
+      t.gpu->linears(x.g, wg, og);
+      for (size_t i = 0; i < sizes.size(); ++i)
+        t.compare(fmt::format("linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), outs[i], kBf16Tol);
+    }
+  }
+}
+
 TEST_F(CudaOps, GroupedLinear) {
   struct Case {
     int64_t T;
@@ -263,6 +292,20 @@ TEST_F(CudaOps, HyperConnections) {
     t.compare("hc_pre collapsed " + tag, collapsed, 1e-4);
     t.compare("hc_pre post " + tag, post, 1e-4);
     t.compare("hc_pre comb " + tag, comb, 1e-4);
+    // With the sublayer's norm applied in the same op: equal to hc_pre then rms_norm.
+    auto norm_w = t.floats(testing::randn(static_cast<size_t>(c.d), rng, 0.2f), 1, c.d);
+    hcc.sublayer_norm = norm_w.c.get();
+    hcg.sublayer_norm = norm_w.g.get();
+    auto normed = t.zeros(c.T, c.d), post2 = t.zeros(c.T, c.hc), comb2 = t.zeros(c.T, c.hc * c.hc);
+    t.cpu->hc_pre(streams.c, hcc, normed.c, post2.c, comb2.c);
+    t.gpu->hc_pre(streams.g, hcg, normed.g, post2.g, comb2.g);
+    t.compare("hc_pre + sublayer norm " + tag, normed, 1e-4);
+    t.compare("hc_pre + sublayer norm, comb " + tag, comb2, 1e-4);
+    if (c.d >= 2048) {  // rms_norm's blocks have hc_pre's 256 threads: the same sums, bit for bit
+      t.gpu->rms_norm(collapsed.g, norm_w.g.get(), 1e-6f, static_cast<int>(c.d), collapsed.g);
+      EXPECT_EQ(t.read_gpu(collapsed.g), t.read_gpu(normed.g)) << "the fused norm against rms_norm: " << tag;
+    }
+    hcc.sublayer_norm = hcg.sublayer_norm = nullptr;
     auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);
     auto next = t.zeros(c.T, D);
     t.cpu->hc_post(streams.c, out.c, post.c, comb.c, next.c);
@@ -295,56 +338,58 @@ TEST_F(CudaOps, SharedExpertSwiglu) {
   }
 }
 
+// 37 rows: cuBLAS's gate product, then the routing kernel; up to 4 rows (decode): both in one launch.
 TEST_F(CudaOps, RouteEveryScoreAndHash) {
-  const int32_t T = 37;
-  const int64_t d = 64;
-  ForwardBatch b = rows_batch(T);
-  t.begin(b);
-  auto x = t.tensor(testing::randn(T * d, rng), T, d);
-  struct Case {
-    int64_t experts;
-    int k;
-    RouterScore score;
-    bool bias, hash, zero_gate;
-  };
-  const std::vector<Case> cases = {{8, 2, RouterScore::kSqrtSoftplus, true, false, false},
-                                   {64, 6, RouterScore::kSqrtSoftplus, true, false, false},
-                                   {300, 8, RouterScore::kSigmoid, true, false, false},
-                                   {16, 4, RouterScore::kSoftmax, false, false, false},
-                                   {256, 6, RouterScore::kSqrtSoftplus, false, true, false},
-                                   {32, 5, RouterScore::kSqrtSoftplus, false, false, true}};  // all tied: lowest indices
-  for (const Case& c : cases) {
-    std::vector<float> gv = c.zero_gate ? std::vector<float>(static_cast<size_t>(c.experts * d), 0.0f)
-                                        : testing::randn(static_cast<size_t>(c.experts * d), rng, 0.3f);
-    auto gate = t.floats(gv, c.experts, d);
-    auto bias = t.floats(testing::randn(static_cast<size_t>(c.experts), rng, 0.2f), 1, c.experts);
-    std::vector<int32_t> table(static_cast<size_t>(1000 * c.k));
-    for (auto& v : table) v = static_cast<int32_t>(rng() % c.experts);
-    auto tid = t.int_table(table, 1000, c.k);
-    Router rc, rg;
-    rc.gate = gate.c.get();
-    rg.gate = gate.g.get();
-    if (c.bias) rc.bias = bias.c.get(), rg.bias = bias.g.get();
-    if (c.hash) rc.tid2eid = tid.c.get(), rg.tid2eid = tid.g.get();
-    rc.score = rg.score = c.score;
-    rc.top_k = rg.top_k = c.k;
-    rc.scaling = rg.scaling = 1.5f;
-    auto ex = t.int_zeros(T, c.k);
-    auto w = t.zeros(T, c.k);
-    t.cpu->route(x.c, rc, ex.c, w.c);
-    t.gpu->route(x.g, rg, ex.g, w.g);
-    const std::string tag = fmt::format("route E={} k={} score={} bias={} hash={} tied={}", c.experts, c.k, static_cast<int>(c.score),
-                                        c.bias, c.hash, c.zero_gate);
-    auto ec = t.read_ints_cpu(ex.c), eg = t.read_ints_gpu(ex.g);
-    int mismatched = 0;
-    for (size_t i = 0; i < ec.size(); ++i) mismatched += ec[i] != eg[i];
-    std::printf("[ op ] %-52s expert mismatches %d of %zu\n", tag.c_str(), mismatched, ec.size());
-    EXPECT_EQ(mismatched, 0) << tag;
-    if (c.zero_gate) {
-      for (int32_t r = 0; r < T; ++r)
-        for (int i = 0; i < c.k; ++i) EXPECT_EQ(eg[r * c.k + i], i) << tag;
+  for (auto [T, d] : std::vector<std::pair<int32_t, int64_t>>{{37, 64}, {1, 4096}, {3, 64}, {4, 200}}) {
+    ForwardBatch b = rows_batch(T);
+    t.begin(b);
+    auto x = t.tensor(testing::randn(T * d, rng), T, d);
+    struct Case {
+      int64_t experts;
+      int k;
+      RouterScore score;
+      bool bias, hash, zero_gate;
+    };
+    const std::vector<Case> cases = {{8, 2, RouterScore::kSqrtSoftplus, true, false, false},
+                                     {64, 6, RouterScore::kSqrtSoftplus, true, false, false},
+                                     {300, 8, RouterScore::kSigmoid, true, false, false},
+                                     {16, 4, RouterScore::kSoftmax, false, false, false},
+                                     {256, 6, RouterScore::kSqrtSoftplus, false, true, false},
+                                     {32, 5, RouterScore::kSqrtSoftplus, false, false, true}};  // all tied: lowest indices
+    for (const Case& c : cases) {
+      const float gate_scale = 2.4f / std::sqrt(static_cast<float>(d));  // logits of std ~2.4 at any width
+      std::vector<float> gv = c.zero_gate ? std::vector<float>(static_cast<size_t>(c.experts * d), 0.0f)
+                                          : testing::randn(static_cast<size_t>(c.experts * d), rng, gate_scale);
+      auto gate = t.floats(gv, c.experts, d);
+      auto bias = t.floats(testing::randn(static_cast<size_t>(c.experts), rng, 0.2f), 1, c.experts);
+      std::vector<int32_t> table(static_cast<size_t>(1000 * c.k));
+      for (auto& v : table) v = static_cast<int32_t>(rng() % c.experts);
+      auto tid = t.int_table(table, 1000, c.k);
+      Router rc, rg;
+      rc.gate = gate.c.get();
+      rg.gate = gate.g.get();
+      if (c.bias) rc.bias = bias.c.get(), rg.bias = bias.g.get();
+      if (c.hash) rc.tid2eid = tid.c.get(), rg.tid2eid = tid.g.get();
+      rc.score = rg.score = c.score;
+      rc.top_k = rg.top_k = c.k;
+      rc.scaling = rg.scaling = 1.5f;
+      auto ex = t.int_zeros(T, c.k);
+      auto w = t.zeros(T, c.k);
+      t.cpu->route(x.c, rc, ex.c, w.c);
+      t.gpu->route(x.g, rg, ex.g, w.g);
+      const std::string tag = fmt::format("route T={} d={} E={} k={} score={} bias={} hash={} tied={}", T, d, c.experts, c.k,
+                                          static_cast<int>(c.score), c.bias, c.hash, c.zero_gate);
+      auto ec = t.read_ints_cpu(ex.c), eg = t.read_ints_gpu(ex.g);
+      int mismatched = 0;
+      for (size_t i = 0; i < ec.size(); ++i) mismatched += ec[i] != eg[i];
+      std::printf("[ op ] %-52s expert mismatches %d of %zu\n", tag.c_str(), mismatched, ec.size());
+      EXPECT_EQ(mismatched, 0) << tag;
+      if (c.zero_gate) {
+        for (int32_t r = 0; r < T; ++r)
+          for (int i = 0; i < c.k; ++i) EXPECT_EQ(eg[r * c.k + i], i) << tag;
+      }
+      t.compare(tag + " weights", w, 1e-5);
     }
-    t.compare(tag + " weights", w, 1e-5);
   }
 }
 
@@ -452,7 +497,7 @@ TEST_F(CudaOps, MoeFeedForwardRoutedAndShared) {
     std::vector<float> wv(static_cast<size_t>(c.T * c.k));
     for (auto& v : wv) v = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
     auto wts = t.tensor(wv, c.T, c.k);
-    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);  // accumulates
+    auto out = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng), c.T, c.d);  // overwritten
     const float limit = 1.5f;
     t.cpu->moe_ffn(x.c, ex.c, wts.c, Experts{w1.c.get(), w3.c.get(), w2.c.get(), limit}, Experts{s1.c.get(), s3.c.get(), s2.c.get(), limit},
                    out.c);
@@ -621,6 +666,19 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         worst_tc[l] = std::max(worst_tc[l], dt.relative);
         EXPECT_TRUE(dt.finite) << tag << " (tensor cores)";
         EXPECT_LE(dt.relative, kBf16Tol) << tag << " (tensor cores) max abs " << dt.max_abs;
+      }
+      {  // the output rotated back as it is written (unrope): the fp32 kernel, then the tensor-core one
+        auto out_un = t.zeros(T, c.heads * hd);
+        t.cpu->attention(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, out_un.c, &rope_c);
+        const auto ref_un = t.read_cpu(out_un.c);
+        for (int mqa : {0, 1}) {
+          if (mqa && hd != 512) continue;
+          ASSERT_TRUE(t.gpu->set_option("mqa_attention", mqa));
+          t.gpu->attention(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, out_un.g, &rope_g);
+          const auto du = testing::deviation_of(t.read_gpu(out_un.g), ref_un);
+          EXPECT_TRUE(du.finite) << tag << " unrope mqa=" << mqa;
+          EXPECT_LE(du.relative, mqa ? kBf16Tol : 1e-4) << tag << " unrope mqa=" << mqa << " max abs " << du.max_abs;
+        }
       }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);

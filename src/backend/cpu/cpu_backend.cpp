@@ -304,6 +304,7 @@ class CpuBackend final : public Backend {
         }
       }
     });
+    if (hc.sublayer_norm) rms_norm(collapsed, hc.sublayer_norm, hc.norm_eps, static_cast<int>(d), collapsed);
   }
 
   void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) override {
@@ -430,7 +431,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) override {
+  void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
+                 const Rope* unrope = nullptr) override {
     const LayerStateLayout& L = layout_.layers[layer];
     const int hd = L.head_dim;
     const int64_t heads = q.cols / hd;
@@ -476,6 +478,7 @@ class CpuBackend final : public Backend {
         }
       }
     });
+    if (unrope) rope(out, hd, *unrope, true);
   }
 
   void window_update(int layer, Tensor kv) override {

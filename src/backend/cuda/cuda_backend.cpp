@@ -741,6 +741,22 @@ class CudaBackend final : public Backend {
     gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
   }
 
+  // Decode: the products as one GEMV launch. Else one product after the other.
+  void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) override {
+    bool one_launch = x.rows <= gemv_rows_ && !ws.empty() && ws.size() == outs.size() && ws.size() <= kn::kGemvMaxProducts;
+    kn::GemvList list;
+    for (size_t i = 0; one_launch && i < ws.size(); ++i) {
+      const CudaWeight& w = cw(*ws[i]);
+      one_launch = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows &&
+                   kn::gemv_supported(x.data, x.cols, w.b16, x.cols);
+      list.p[list.count++] = kn::GemvProduct{w.b16, outs[i].data, w.rows, w.rows, outs[i].cols};
+    }
+    if (!one_launch) return Backend::linears(x, ws, outs);
+    Op op(*this, "linears (GEMV)");
+    if (!op) return;
+    check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
+  }
+
   void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) override {
     Op op(*this, "grouped_linear", w.rows, w.cols);
     if (!op) return;
@@ -836,10 +852,17 @@ class CudaBackend final : public Backend {
     const float* base = fvec(*hc.base, "hc base");
     const float* scale = fvec(*hc.scale, "hc scale");
     if (!base || !scale) return;
+    const float* norm = nullptr;
+    if (hc.sublayer_norm) {
+      if (!expect(hc.sublayer_norm->rows * hc.sublayer_norm->cols == d, "hc_pre: a sublayer norm of {} values for rows of {}",
+                  hc.sublayer_norm->rows * hc.sublayer_norm->cols, d))
+        return;
+      if (!(norm = fvec(*hc.sublayer_norm, "sublayer norm weight"))) return;
+    }
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), mix);
     if (!part) return;
-    check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, collapsed.data,
-                     post.data, comb.data, stream_),
+    check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, norm,
+                     collapsed.data, post.data, comb.data, stream_),
           "hc_pre");
   }
 
@@ -917,7 +940,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out) override {
+  void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
+                 const Rope* unrope = nullptr) override {
     Op op(*this, "attention");
     if (!op || !layer_ok(layer)) return;
     const LayerStateLayout& L = layout_.layers[layer];
@@ -929,6 +953,12 @@ class CudaBackend final : public Backend {
       return;
     const float* sk = fvec(sinks, "attention sinks");
     if (!sk) return;
+    kn::RopeDev un;
+    if (unrope) {
+      if (!expect(unrope->rope_dim <= hd && unrope->rope_dim % 2 == 0, "attention: rope_dim {} for head_dim {}", unrope->rope_dim, hd))
+        return;
+      if (!(un = rope_dev(*unrope)).inv_freq) return;
+    }
     const bool sel = selected && L.rate > 0;
     const int heads = static_cast<int>(q.cols / hd);
     if (!fp32_ && mqa_attention_ && kn::attention_mqa_supported(state_, layers_[layer])) {
@@ -943,7 +973,7 @@ class CudaBackend final : public Backend {
         if (!part) return;
       }
       check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
-                              layers_[layer], out.data, stream_, splits, part),
+                              layers_[layer], out.data, stream_, splits, part, un),
             "attention (tensor cores)");
       return;
     }
@@ -956,7 +986,7 @@ class CudaBackend final : public Backend {
       if (!part) return;
     }
     check(kn::attention(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
-                        layers_[layer], out.data, stream_, splits, part),
+                        layers_[layer], out.data, stream_, splits, part, un),
           "attention");
   }
 
@@ -981,10 +1011,18 @@ class CudaBackend final : public Backend {
     const float* bias = r.bias ? fvec(*r.bias, "router bias") : nullptr;
     float* logits = static_cast<float*>(temp(static_cast<size_t>(x.rows * n_exp) * 4));
     if ((r.bias && !bias) || !logits) return;
-    if (!gemm(x.data, x.rows, x.cols, x.cols, cw(*r.gate), 0, n_exp, x.cols, 0, 1, logits, n_exp, true)) return;
     const kn::ScoreFunc sf = r.score == RouterScore::kSigmoid ? kn::ScoreFunc::kSigmoid
                              : r.score == RouterScore::kSoftmax ? kn::ScoreFunc::kSoftmax
                                                                 : kn::ScoreFunc::kSqrtSoftplus;
+    const float* gate = cw(*r.gate).f32;
+    if (x.rows <= gemv_rows_ && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
+      check(kn::gate_route(x.data, x.rows, x.cols, gate, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
+                           r.tid2eid ? r.tid2eid->rows : 0, bdev_.tokens, sf, r.top_k, r.scaling, logits, counters_ + kRouteCounter,
+                           experts.data, weights.data, stream_),
+            "gate + route");
+      return;
+    }
+    if (!gemm(x.data, x.rows, x.cols, x.cols, cw(*r.gate), 0, n_exp, x.cols, 0, 1, logits, n_exp, true)) return;
     check(kn::route(logits, x.rows, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
                     r.tid2eid ? r.tid2eid->rows : 0, bdev_.tokens, sf, r.top_k, r.scaling, experts.data, weights.data, stream_),
           "route");
@@ -1096,7 +1134,7 @@ class CudaBackend final : public Backend {
       g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
       g.sw1 = s1.b16, g.sw3 = s3.b16, g.sw2 = s2.b16;
       Op op(*this, "moe_ffn (GEMV)");
-      if (!op || gemv_experts(x, g, inter, routed.limit, true, out)) return;
+      if (!op || gemv_experts(x, g, inter, routed.limit, false, out)) return;
     }
     Backend::moe_ffn(x, experts, weights, routed, shared, out);
   }
@@ -1441,7 +1479,7 @@ class CudaBackend final : public Backend {
   // False (nothing launched) where they do not apply.
   bool gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter, float limit, bool accumulate, Tensor out) {
     const int64_t d = x.cols, entries = x.rows * g.per_row();
-    if (x.rows > gemv_rows_ || kn::expert_down_counters(x.rows, d) > kCounters || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
+    if (x.rows > gemv_rows_ || kn::expert_down_counters(x.rows, d) > kRouteCounter || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
         !kn::gemv_supported(x.data, d, g.w2, inter))
       return false;
     auto* h = static_cast<float*>(temp(static_cast<size_t>(entries * inter) * 4));
@@ -1504,9 +1542,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
-  // Counters of kernels whose last block combines the others' results (kernels::expert_down); kept
-  // zero between launches.
-  static constexpr int64_t kCounters = int64_t(1) << 16;
+  // Counters of kernels whose last block combines the others' results (kernels::expert_down, and
+  // kernels::gate_route at kRouteCounter, the last); kept zero between launches.
+  static constexpr int64_t kCounters = int64_t(1) << 16, kRouteCounter = kCounters - 1;
   unsigned* counters_ = nullptr;
   bool failed_ = false;
   Error error_;
