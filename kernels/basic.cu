@@ -364,14 +364,24 @@ __global__ void row_sumsq_kernel(const float* __restrict__ x, int64_t K, float* 
 // the inverse RMS of the row's hc * d stream values, in shared memory.
 __device__ void load_mix(const float* __restrict__ partial, int splits, int n_mix, int64_t t, int64_t n_values, float norm_eps,
                          float* mix, float* inv) {
-  // One warp per value, lanes over the splits (loads in parallel, a fixed summation tree).
+  // One warp per value, lanes over the splits (a fixed summation tree); every warp issues the loads of
+  // all its values before reducing any (a round of latency, not one per value).
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  for (int j = warp; j <= n_mix; j += nw) {
-    const float* p = partial + t * splits * (n_mix + 1) + j;
-    float acc = 0.0f;
-    for (int sp = lane; sp < splits; sp += 32) acc += p[sp * (n_mix + 1)];
-    acc = warp_sum(acc);
-    if (lane == 0) mix[j] = acc;
+  constexpr int kRounds = 4;  // values per warp at once: (2 + 4) 4 + 1 = 25 of 8 warps take 4
+  for (int j0 = warp; j0 <= n_mix; j0 += kRounds * nw) {
+    float acc[kRounds];
+#pragma unroll
+    for (int i = 0; i < kRounds; ++i) {
+      const int j = j0 + i * nw;
+      acc[i] = 0.0f;
+      if (j <= n_mix)
+        for (int sp = lane; sp < splits; sp += 32) acc[i] += partial[(t * splits + sp) * (n_mix + 1) + j];
+    }
+#pragma unroll
+    for (int i = 0; i < kRounds; ++i) {
+      const float v = warp_sum(acc[i]);
+      if (lane == 0 && j0 + i * nw <= n_mix) mix[j0 + i * nw] = v;
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) *inv = 1.0f / sqrtf(mix[n_mix] / static_cast<float>(n_values) + norm_eps);
@@ -381,21 +391,44 @@ __device__ void load_mix(const float* __restrict__ partial, int splits, int n_mi
 // The weighted sum of a row's hc streams over the block's column chunks: chunk `first`, then every
 // `step`-th, of blockDim.x columns (or float4s when vec). Returns the sum of squares of the values
 // this thread wrote, in rms_norm_kernel's order.
-__device__ __forceinline__ float collapse_columns(const float* s, const float* pre, int hc, int64_t d, int64_t first, int64_t step, bool vec,
-                                                  float* out) {
+__device__ __forceinline__ float collapse_columns(const float* __restrict__ s, const float* pre, int hc, int64_t d, int64_t first,
+                                                  int64_t step, bool vec, float* __restrict__ out) {
   float ss = 0.0f;
   if (vec) {
-    for (int64_t k = first * blockDim.x + threadIdx.x; k < d / 4; k += step * blockDim.x) {
-      float4 acc = make_float4(0, 0, 0, 0);
-      for (int i = 0; i < hc; ++i) {
-        const float4 v = reinterpret_cast<const float4*>(s + i * d)[k];
-        acc.x += pre[i] * v.x;
-        acc.y += pre[i] * v.y;
-        acc.z += pre[i] * v.z;
-        acc.w += pre[i] * v.w;
+    // kC of the thread's column chunks x kS streams per batch of loads (one round of latency where
+    // the loop had one per load); the same sums in the same order.
+    constexpr int kC = 4, kS = 4;
+    const int64_t n4 = d / 4, stride = step * blockDim.x;
+    for (int64_t k0 = first * blockDim.x + threadIdx.x; k0 < n4; k0 += kC * stride) {
+      float4 acc[kC];
+#pragma unroll
+      for (int c = 0; c < kC; ++c) acc[c] = make_float4(0, 0, 0, 0);
+      for (int i0 = 0; i0 < hc; i0 += kS) {
+        float4 v[kC][kS];
+#pragma unroll
+        for (int c = 0; c < kC; ++c)
+#pragma unroll
+          for (int u = 0; u < kS; ++u)
+            v[c][u] = k0 + c * stride < n4 && i0 + u < hc ? reinterpret_cast<const float4*>(s + (i0 + u) * d)[k0 + c * stride]
+                                                          : make_float4(0, 0, 0, 0);
+#pragma unroll
+        for (int c = 0; c < kC; ++c)
+#pragma unroll
+          for (int u = 0; u < kS; ++u)
+            if (i0 + u < hc) {
+              const float p = pre[i0 + u];
+              acc[c].x += p * v[c][u].x;
+              acc[c].y += p * v[c][u].y;
+              acc[c].z += p * v[c][u].z;
+              acc[c].w += p * v[c][u].w;
+            }
       }
-      reinterpret_cast<float4*>(out)[k] = acc;
-      ss += acc.x * acc.x + acc.y * acc.y + acc.z * acc.z + acc.w * acc.w;
+#pragma unroll
+      for (int c = 0; c < kC; ++c)
+        if (k0 + c * stride < n4) {
+          reinterpret_cast<float4*>(out)[k0 + c * stride] = acc[c];
+          ss += acc[c].x * acc[c].x + acc[c].y * acc[c].y + acc[c].z * acc[c].z + acc[c].w * acc[c].w;
+        }
     }
     return ss;
   }
@@ -416,11 +449,22 @@ __device__ __forceinline__ void normalise_collapsed(float ss, int64_t d, const f
   ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
   if (vec) {
-    for (int64_t k = threadIdx.x; k < d / 4; k += blockDim.x) {
-      float4 v = reinterpret_cast<const float4*>(out)[k];
-      const float4 wv = reinterpret_cast<const float4*>(w)[k];
-      v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-      reinterpret_cast<float4*>(out)[k] = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
+    constexpr int kC = 4;  // chunks loaded before any is written back
+    const int64_t n4 = d / 4;
+    for (int64_t k0 = threadIdx.x; k0 < n4; k0 += kC * blockDim.x) {
+      float4 v[kC], wv[kC];
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        const int64_t k = k0 + c * blockDim.x;
+        v[c] = k < n4 ? reinterpret_cast<const float4*>(out)[k] : make_float4(0, 0, 0, 0);
+        wv[c] = k < n4 ? reinterpret_cast<const float4*>(w)[k] : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        const int64_t k = k0 + c * blockDim.x;
+        const float4 x = make_float4(v[c].x * inv, v[c].y * inv, v[c].z * inv, v[c].w * inv);
+        if (k < n4) reinterpret_cast<float4*>(out)[k] = make_float4(wv[c].x * x.x, wv[c].y * x.y, wv[c].z * x.z, wv[c].w * x.w);
+      }
     }
     return;
   }
@@ -432,20 +476,28 @@ __device__ __forceinline__ void normalise_collapsed(float ss, int64_t d, const f
 //
 // Small matrices (n * n <= 32) in one warp's registers: lane e holds element (e / n, e % n) and
 // gathers its row or column by shuffles (every lane of the warp takes part). Returns its element.
-__device__ float sinkhorn_warp(float logit, int n, int iters, float eps) {
+// N > 0: n known at compile time (V4's 4), so that each row's or column's shuffles issue together
+// (the iterations are a serial chain: its length is the kernel's).
+template <int N>
+__device__ float sinkhorn_warp(float logit, int n_rt, int iters, float eps) {
+  const int n = N > 0 ? N : n_rt;
   const int e = threadIdx.x & 31, i = e / n, j = e % n;
   float mx = -INFINITY;
+#pragma unroll
   for (int k = 0; k < n; ++k) mx = fmaxf(mx, __shfl_sync(kFull, logit, i * n + k));
   float sum = 0.0f;
+#pragma unroll
   for (int k = 0; k < n; ++k) sum += expf(__shfl_sync(kFull, logit, i * n + k) - mx);
   float v = expf(logit - mx) / sum + eps;  // softmax of the row, then + eps
   for (int it = 0; it < iters; ++it) {
     if (it > 0) {
       float r = 0.0f;
+#pragma unroll
       for (int k = 0; k < n; ++k) r += __shfl_sync(kFull, v, i * n + k);
       v = v / (r + eps);
     }
     float c = 0.0f;
+#pragma unroll
     for (int k = 0; k < n; ++k) c += __shfl_sync(kFull, v, k * n + j);
     v = v / (c + eps);
   }
@@ -514,7 +566,8 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
     auto logit = [&](int e) { return m[2 * n + e] * inv * scale[2] + base[2 * n + e]; };
     if (nn <= 32) {
       if (tid < 32) {
-        const float v = sinkhorn_warp(tid < nn ? logit(tid) : 0.0f, n, iters, eps);
+        const float l = tid < nn ? logit(tid) : 0.0f;
+        const float v = n == 4 ? sinkhorn_warp<4>(l, n, iters, eps) : sinkhorn_warp<0>(l, n, iters, eps);
         if (tid < nn) comb[t * nn + tid] = v;
       }
     } else {
@@ -560,6 +613,84 @@ __global__ void hc_post_kernel(const float* __restrict__ streams, const float* _
     float acc = p * out[t * d + x0];
     for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x0];
     o[x0] = acc;
+  }
+}
+
+constexpr int kPostMixThreads = 128, kPostMixCols = 4 * kPostMixThreads;
+
+// Decode: hc_post_kernel's new streams (four columns per thread), and the mix the next hc_pre /
+// hc_head takes of them, as mix_partial's partials: block (t hc + k, c) owns columns [c 512, c 512
+// + 512) of stream k of row t, split k chunks + c of the row's hc d values (d % 4 == 0, aligned).
+// The mix weights do not depend on earlier kernels: with N (= n) known at compile time they are
+// all in registers before pdl_begin(); else read after it, kBatch at a time.
+template <int N>
+__global__ void __launch_bounds__(kPostMixThreads) hc_post_mix_kernel(const float* __restrict__ streams, const float* __restrict__ out,
+                                                                      const float* __restrict__ post, const float* __restrict__ comb,
+                                                                      int hc, int64_t d, float* __restrict__ ns,
+                                                                      const float* __restrict__ w, int n_rt, float* __restrict__ partial) {
+  __shared__ float red[kPostMixThreads / 32][kMixMaxOut + 1];
+  const int n = N > 0 ? N : n_rt;
+  const int64_t tk = blockIdx.x, t = tk / hc;
+  const int k = static_cast<int>(tk % hc);
+  const int64_t K = hc * d, x0 = static_cast<int64_t>(blockIdx.y) * kPostMixCols + threadIdx.x * 4;
+  const bool live = x0 < d;
+  const float* wc = w + k * d + x0;  // this thread's columns of mix weight row 0
+  constexpr int kHeld = N > 0 ? N : 1;
+  float4 held[kHeld];
+  if constexpr (N > 0) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) held[j] = live ? *reinterpret_cast<const float4*>(wc + j * K) : make_float4(0, 0, 0, 0);
+  }
+  pdl_begin();
+  float4 v = make_float4(0, 0, 0, 0);
+  if (live) {
+    const float* s = streams + t * K;
+    const float* c = comb + t * hc * hc;
+    const float p = post[tk];
+    const float4 o = *reinterpret_cast<const float4*>(out + t * d + x0);
+    v = make_float4(p * o.x, p * o.y, p * o.z, p * o.w);
+    for (int j = 0; j < hc; ++j) {  // the reference's order, as hc_post_kernel
+      const float cj = c[j * hc + k];
+      const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
+      v.x += cj * sj.x;
+      v.y += cj * sj.y;
+      v.z += cj * sj.z;
+      v.w += cj * sj.w;
+    }
+    *reinterpret_cast<float4*>(ns + tk * d + x0) = v;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto dot = [&](const float4& a) { return a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w; };
+  if constexpr (N > 0) {
+#pragma unroll
+    for (int j = 0; j <= N; ++j) {  // output N: the sum of squares
+      const float sum = warp_sum(dot(j < N ? held[j] : v));
+      if (lane == 0) red[warp][j] = sum;
+    }
+  } else {
+    constexpr int kBatch = 8;  // weight loads in flight per thread
+    for (int j0 = 0; j0 <= n; j0 += kBatch) {
+      float dots[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int j = j0 + i;
+        float4 wv = make_float4(0, 0, 0, 0);
+        if (j < n && live) wv = *reinterpret_cast<const float4*>(wc + j * K);
+        dots[i] = dot(j == n ? v : wv);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const float sum = warp_sum(dots[i]);
+        if (lane == 0 && j0 + i <= n) red[warp][j0 + i] = sum;
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x <= n) {
+    float sum = 0.0f;
+    for (int i = 0; i < kPostMixThreads / 32; ++i) sum += red[i][threadIdx.x];
+    const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols, splits = hc * chunks;
+    partial[(t * splits + k * chunks + blockIdx.y) * (n + 1) + threadIdx.x] = sum;
   }
 }
 
@@ -753,6 +884,24 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
   launch(hc_post_kernel, dim3(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, hc, d,
                                                                                                         vec, new_streams);
+  return cudaGetLastError();
+}
+
+int hc_post_mix_splits(int hc, int64_t d) { return static_cast<int>(hc * ((d + kPostMixCols - 1) / kPostMixCols)); }
+
+cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
+                        float* new_streams, const float* w, int n, float* partial, cudaStream_t s) {
+  if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
+  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols;
+  if (d % 4 != 0 || !al(streams) || !al(out) || !al(new_streams) || !al(w) || n < 1 || n > kMixMaxOut || chunks > 65535 ||
+      rows * hc > 2147483647)
+    return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks));
+  if (n == 24)  // hc 4: (2 + 4) 4 mixes
+    launch(hc_post_mix_kernel<24>, grid, kPostMixThreads, 0, s)(streams, out, post, comb, hc, d, new_streams, w, n, partial);
+  else
+    launch(hc_post_mix_kernel<0>, grid, kPostMixThreads, 0, s)(streams, out, post, comb, hc, d, new_streams, w, n, partial);
   return cudaGetLastError();
 }
 

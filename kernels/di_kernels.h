@@ -107,6 +107,12 @@ cudaError_t hc_head(const float* streams, const float* partial, int splits, int6
                     const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
                     int64_t d, float* new_streams, cudaStream_t s);
+// hc_post, and the partials (hc_post_mix_splits(hc, d) of them, the layout of mix_partial's) of the
+// next site's mix of the new streams with w [n, hc * d] fp32, n <= kMixMaxOut: decode, where a
+// separate mix launch costs more than its work. d % 4 == 0, 16-byte aligned rows.
+int hc_post_mix_splits(int hc, int64_t d);
+cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
+                        float* new_streams, const float* w, int n, float* partial, cudaStream_t s);
 
 // --- products of a few rows (gemv.cu): decode steps, where reading each weight once at full
 // bandwidth is all that matters. fp32 activations (not rounded to bf16), bf16 weights, fp32

@@ -230,8 +230,9 @@ class Backend {
 
   // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc]
   virtual void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) = 0;
-  // new_streams[k] = post[k] * out + Σ_j comb[j][k] * streams[j]
-  virtual void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) = 0;
+  // new_streams[k] = post[k] * out + Σ_j comb[j][k] * streams[j]. next_fn, when given, is the fn of
+  // the hc_pre / hc_head that comes next, on new_streams: a backend may compute that op's mix here.
+  virtual void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* next_fn = nullptr) = 0;
   // Final collapse: Σ_i (sigmoid(mix_i * scale + base_i) + eps) stream_i
   virtual void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) = 0;
 

@@ -385,7 +385,11 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
       Tensor collapsed = be_.scratch_uninit(T, d), post = be_.scratch_uninit(T, hc), comb = be_.scratch_uninit(T, hc * hc);
       be_.hc_pre(streams, h, collapsed, post, comb);  // collapsed: normalised by the sublayer's norm
       Tensor out = site ? moe(L, collapsed) : attention(l, L, collapsed);
-      be_.hc_post(streams, out, post, comb, spare);
+      // (the next site's mix weights: a backend may compute its mix of the new streams here)
+      const DeviceWeight* next_fn = site == 0                 ? L.hc_ffn_fn.get()
+                                    : l + 1 < c.num_layers ? layers_[l + 1].hc_attn_fn.get()
+                                                           : hc_head_fn_.get();
+      be_.hc_post(streams, out, post, comb, spare, next_fn);
       be_.scratch_release(mark);
       std::swap(streams, spare);
     }

@@ -273,7 +273,7 @@ TEST_F(CudaOps, HyperConnections) {
     int iters;
     int32_t T;
   };
-  for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1},
+  for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1}, {4, 1000, 20, 1}, {2, 100, 1, 4},
                                   {4, 1000, 20, 300}}) {
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
@@ -320,6 +320,27 @@ TEST_F(CudaOps, HyperConnections) {
     t.cpu->hc_head(streams.c, hc_c, head.c);
     t.gpu->hc_head(streams.g, hc_g, head.g);
     t.compare("hc_head " + tag, head, 1e-4);
+    // hc_post told the next op's mix weights (a decode batch computes that mix with the new
+    // streams), then that op: hc_pre, and for the last layer hc_head.
+    for (int last = 0; last < 2; ++last) {
+      auto ns = t.zeros(c.T, D);
+      t.cpu->hc_post(streams.c, out.c, post.c, comb.c, ns.c, last ? hfn.c.get() : fn.c.get());
+      t.gpu->hc_post(streams.g, out.g, post.g, comb.g, ns.g, last ? hfn.g.get() : fn.g.get());
+      t.compare("hc_post with the next mix " + tag, ns, 1e-4);
+      if (last) {
+        auto h2 = t.zeros(c.T, c.d);
+        t.cpu->hc_head(ns.c, hc_c, h2.c);
+        t.gpu->hc_head(ns.g, hc_g, h2.g);
+        t.compare("hc_head after hc_post " + tag, h2, 1e-4);
+      } else {
+        auto c2 = t.zeros(c.T, c.d), p2 = t.zeros(c.T, c.hc), m2 = t.zeros(c.T, c.hc * c.hc);
+        t.cpu->hc_pre(ns.c, hcc, c2.c, p2.c, m2.c);
+        t.gpu->hc_pre(ns.g, hcg, c2.g, p2.g, m2.g);
+        t.compare("hc_pre after hc_post: collapsed " + tag, c2, 1e-4);
+        t.compare("hc_pre after hc_post: post " + tag, p2, 1e-4);
+        t.compare("hc_pre after hc_post: comb " + tag, m2, 1e-4);
+      }
+    }
   }
 }
 
@@ -339,8 +360,9 @@ TEST_F(CudaOps, SharedExpertSwiglu) {
 }
 
 // 37 rows: cuBLAS's gate product, then the routing kernel; up to 4 rows (decode): both in one launch.
+// (Gates of <= 2^20 values, which the CUDA backend keeps in fp32, as V4's 256 x 4096.)
 TEST_F(CudaOps, RouteEveryScoreAndHash) {
-  for (auto [T, d] : std::vector<std::pair<int32_t, int64_t>>{{37, 64}, {1, 4096}, {3, 64}, {4, 200}}) {
+  for (auto [T, d] : std::vector<std::pair<int32_t, int64_t>>{{37, 64}, {1, 2048}, {3, 64}, {4, 200}}) {
     ForwardBatch b = rows_batch(T);
     t.begin(b);
     auto x = t.tensor(testing::randn(T * d, rng), T, d);

@@ -307,7 +307,7 @@ class CpuBackend final : public Backend {
     if (hc.sublayer_norm) rms_norm(collapsed, hc.sublayer_norm, hc.norm_eps, static_cast<int>(d), collapsed);
   }
 
-  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) override {
+  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* = nullptr) override {
     const int n = static_cast<int>(post.cols);
     const int64_t d = out.cols;
     pool_.parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {

@@ -130,6 +130,7 @@ class CudaBackend final : public Backend {
     if (blas_) cublasDestroy(blas_);
     if (blas_ws_) cudaFree(blas_ws_);
     if (counters_) cudaFree(counters_);
+    if (post_mix_) cudaFree(post_mix_);
     if (slots_) cudaFree(slots_);
     if (blocks_) cudaFree(blocks_);
     if (meta_dev_) cudaFree(meta_dev_);
@@ -346,6 +347,7 @@ class CudaBackend final : public Backend {
   // --- one forward
 
   Result<void> begin_forward(const ForwardBatch& batch) override {
+    pending_mix_ = {};
     DI_TRYV(set_device());
     DI_TRYV(flush_pending());
     if (failed_) {  // a failure of the previous forward that nobody read yet
@@ -602,7 +604,7 @@ class CudaBackend final : public Backend {
         {"blas_moe", &CudaBackend::blas_moe_},
         {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
-        {"zero_scratch", &CudaBackend::zero_all_scratch_},
+        {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -743,7 +745,8 @@ class CudaBackend final : public Backend {
 
   // Decode: the products as one GEMV launch. Else one product after the other.
   void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) override {
-    bool one_launch = x.rows <= gemv_rows_ && !ws.empty() && ws.size() == outs.size() && ws.size() <= kn::kGemvMaxProducts;
+    bool one_launch = decode_fusions_ && x.rows <= gemv_rows_ && !ws.empty() && ws.size() == outs.size() &&
+                      ws.size() <= kn::kGemvMaxProducts;
     kn::GemvList list;
     for (size_t i = 0; one_launch && i < ws.size(); ++i) {
       const CudaWeight& w = cw(*ws[i]);
@@ -861,18 +864,34 @@ class CudaBackend final : public Backend {
     }
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), mix);
     if (!part) return;
-    check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, norm,
-                     collapsed.data, post.data, comb.data, stream_),
-          "hc_pre");
+    const bool fused = decode_fusions_ || !norm;
+    if (!check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps,
+                          fused ? norm : nullptr, collapsed.data, post.data, comb.data, stream_),
+               "hc_pre") ||
+        fused)
+      return;
+    check(kn::rms_norm(collapsed.data, norm, hc.norm_eps, collapsed.rows, d, static_cast<int>(d), collapsed.data, stream_), "sublayer norm");
   }
 
-  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams) override {
+  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* next_fn = nullptr) override {
     Op op(*this, "hc_post");
     if (!op) return;
     const int n = static_cast<int>(post.cols);
     if (!expect(streams.cols == n * out.cols && new_streams.cols == streams.cols && comb.cols == n * n,
                 "hc_post: streams [{}, {}], out [{}, {}], hc {}", streams.rows, streams.cols, out.rows, out.cols, n))
       return;
+    pending_mix_ = {};
+    const float* fn = next_fn ? cw(*next_fn).f32 : nullptr;
+    const int splits = kn::hc_post_mix_splits(n, out.cols);
+    if (fn && decode_fusions_ && streams.rows <= gemv_rows_ && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
+        static_cast<size_t>(streams.rows * splits * (next_fn->rows + 1)) <= kPostMixFloats) {
+      const cudaError_t e = kn::hc_post_mix(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, fn,
+                                            static_cast<int>(next_fn->rows), post_mix_, stream_);
+      if (e != cudaErrorInvalidValue) {  // (shapes it does not take: the plain kernel below)
+        if (check(e, "hc_post + next mix")) pending_mix_ = {new_streams.data, next_fn, splits};
+        return;
+      }
+    }
     check(kn::hc_post(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, stream_), "hc_post");
   }
 
@@ -959,12 +978,18 @@ class CudaBackend final : public Backend {
         return;
       if (!(un = rope_dev(*unrope)).inv_freq) return;
     }
+    if (!decode_fusions_ && un.inv_freq) {  // comparisons: the attention, then the rotation as its own launch
+      attention(layer, q, kv, sinks, selected, out);
+      check(kn::rope(out.data, out.rows, out.cols, hd, un, bdev_.positions, true, stream_), "rope (inverse)");
+      return;
+    }
     const bool sel = selected && L.rate > 0;
     const int heads = static_cast<int>(q.cols / hd);
     if (!fp32_ && mqa_attention_ && kn::attention_mqa_supported(state_, layers_[layer])) {
       // One block per (row, 64 heads) is heavy (a multiprocessor's worth of shared memory): small
       // batches share each row's keys among up to 16 blocks, ~2 blocks per SM. From the batch shape
-      // alone, so that a graph replay sums in the same order as the eager step.
+      // alone, so that a graph replay sums in the same order as the eager step. (32 shares measured
+      // no better at batch 1: the merge grows by what the shares save.)
       const int64_t blocks = q.rows * ((heads + 63) / 64);
       const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 16));
       float* part = nullptr;
@@ -1015,7 +1040,7 @@ class CudaBackend final : public Backend {
                              : r.score == RouterScore::kSoftmax ? kn::ScoreFunc::kSoftmax
                                                                 : kn::ScoreFunc::kSqrtSoftplus;
     const float* gate = cw(*r.gate).f32;
-    if (x.rows <= gemv_rows_ && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
+    if (decode_fusions_ && x.rows <= gemv_rows_ && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
       check(kn::gate_route(x.data, x.rows, x.cols, gate, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
                            r.tid2eid ? r.tid2eid->rows : 0, bdev_.tokens, sf, r.top_k, r.scaling, logits, counters_ + kRouteCounter,
                            experts.data, weights.data, stream_),
@@ -1209,6 +1234,8 @@ class CudaBackend final : public Backend {
     if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up the handle: {}", blas_name(s));
     DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
     counters_ = c;
+    DI_TRY(pm, device_alloc<float>(kPostMixFloats, "hyper-connection mix partials"));
+    post_mix_ = pm;
     e = cudaMemset(counters_, 0, kCounters * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return cuda_error(e, "zeroing kernel counters");
@@ -1494,6 +1521,8 @@ class CudaBackend final : public Backend {
   // kernel where the weight has an fp32 copy and n is small, else (one split) cuBLAS and
   // kernels::row_sumsq. Returns the partials (null on failure) and their split count.
   std::pair<const float*, int> mix_product(Tensor x, const CudaWeight& w, int n) {
+    const PendingMix pending = std::exchange(pending_mix_, {});
+    if (pending.streams == x.data && pending.fn == &w) return {post_mix_, pending.splits};  // hc_post computed it
     const bool kernel = w.f32 && n <= kn::kMixMaxOut;
     const int splits = kernel ? kn::mix_splits(x.cols) : 1;
     auto* part = static_cast<float*>(temp(static_cast<size_t>(x.rows) * splits * (n + 1) * 4));
@@ -1546,6 +1575,15 @@ class CudaBackend final : public Backend {
   // kernels::gate_route at kRouteCounter, the last); kept zero between launches.
   static constexpr int64_t kCounters = int64_t(1) << 16, kRouteCounter = kCounters - 1;
   unsigned* counters_ = nullptr;
+  // The next site's mix that hc_post computed with the new streams (decode), for the hc_pre /
+  // hc_head that follows: kept in post_mix_ until mix_product takes it.
+  static constexpr size_t kPostMixFloats = size_t(1) << 16;
+  float* post_mix_ = nullptr;
+  struct PendingMix {
+    const float* streams = nullptr;
+    const DeviceWeight* fn = nullptr;
+    int splits = 0;
+  } pending_mix_;
   bool failed_ = false;
   Error error_;
   int op_depth_ = 0;
@@ -1601,6 +1639,10 @@ class CudaBackend final : public Backend {
   bool blas_moe_ = true;          // ... and then (eager forwards) the expert products through cuBLAS
   bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
   int gemv_rows_ = kn::kGemvMaxRows;  // bf16 products of at most this many rows: GEMV kernels
+  // Decode (rows <= gemv_rows): products of one input as one launch, the sublayer norm inside hc_pre,
+  // the next mix inside hc_post, the gate product inside the routing, the inverse rope inside the
+  // attention merge. Off: each as its own launch (for comparisons).
+  bool decode_fusions_ = true;
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
   Mode mode_ = Mode::kEager;
