@@ -66,27 +66,17 @@ __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* _
   }
 }
 
+// grid (rows, column chunks of blockDim.x): the chunk of row r's table row, written `times` times.
 __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* __restrict__ tf, int64_t vocab, int64_t cols,
-                             const int32_t* __restrict__ tokens, float* __restrict__ out) {
+                             const int32_t* __restrict__ tokens, int times, float* __restrict__ out) {
   pdl_begin();
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x, c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
   const int32_t tok = tokens[r];
-  float* o = out + r * cols;
-  const bool valid = tok >= 0 && tok < vocab;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = 0.0f;
-    if (valid) v = tb ? __bfloat162float(tb[static_cast<int64_t>(tok) * cols + c]) : tf[static_cast<int64_t>(tok) * cols + c];
-    o[c] = v;
-  }
-}
-
-__global__ void repeat_kernel(const float* __restrict__ x, int64_t rows, int64_t cols, int times, float* __restrict__ out) {
-  pdl_begin();
-  const int64_t n = rows * cols * times, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t r = i / (cols * times), c = i % cols;
-    out[i] = x[r * cols + c];
-  }
+  float v = 0.0f;
+  if (tok >= 0 && tok < vocab) v = tb ? __bfloat162float(tb[static_cast<int64_t>(tok) * cols + c]) : tf[static_cast<int64_t>(tok) * cols + c];
+  float* o = out + r * cols * times + c;
+  for (int i = 0; i < times; ++i) o[i * cols] = v;
 }
 
 // One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows). With
@@ -696,17 +686,19 @@ __global__ void __launch_bounds__(kPostMixThreads) hc_post_mix_kernel(const floa
 
 // grid (rows, column chunks), as hc_pre_kernel without the Sinkhorn.
 __global__ void hc_head_kernel(const float* __restrict__ streams, const float* __restrict__ partial, int splits, int hc, int64_t d,
-                               const float* __restrict__ base, const float* __restrict__ scale, float eps, float norm_eps, bool vec,
-                               float* __restrict__ out) {
+                               const float* __restrict__ base, const float* __restrict__ scale, float eps, float norm_eps,
+                               const float* __restrict__ norm_w, bool vec, float* __restrict__ out) {
   pdl_begin();
   __shared__ float m[kMaxHc + 1];
   __shared__ float inv;
   __shared__ float pre[kMaxHc];
+  __shared__ float red[32];
   const int64_t t = blockIdx.x;
   load_mix(partial, splits, hc, t, hc * d, norm_eps, m, &inv);
   if (threadIdx.x < hc) pre[threadIdx.x] = sigmoidf_(m[threadIdx.x] * inv * scale[0] + base[threadIdx.x]) + eps;
   __syncthreads();
-  collapse_columns(streams + t * hc * d, pre, hc, d, blockIdx.y, gridDim.y, vec, out + t * d);
+  const float ss = collapse_columns(streams + t * hc * d, pre, hc, d, blockIdx.y, gridDim.y, vec, out + t * d);
+  if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, out + t * d, red);  // (gridDim.y is 1)
 }
 
 int g_pdl = -1;  // -1: not yet read from DEEPINFER_PDL
@@ -745,18 +737,12 @@ cudaError_t spin(int64_t ns, cudaStream_t s) {
 }
 
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
-                  int64_t rows, float* out, cudaStream_t s) {
-  if (rows <= 0 || cols <= 0) return cudaSuccess;
-  launch(embed_kernel, static_cast<unsigned>(rows), 256, 0, s)(reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab,
-                                                           cols, tokens, out);
-  return cudaGetLastError();
-}
-
-cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times, float* out, cudaStream_t s) {
-  const int64_t n = rows * cols * times;
-  if (n <= 0) return cudaSuccess;
-  unsigned b = blocks_for(n, 256);
-  launch(repeat_kernel, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, times, out);
+                  int64_t rows, int times, float* out, cudaStream_t s) {
+  if (rows <= 0 || cols <= 0 || times <= 0) return cudaSuccess;
+  const int64_t chunks = (cols + 255) / 256;
+  if (rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
+  launch(embed_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(
+      reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab, cols, tokens, times, out);
   return cudaGetLastError();
 }
 
@@ -906,11 +892,13 @@ cudaError_t hc_post_mix(const float* streams, const float* out, const float* pos
 }
 
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s) {
+                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
-  launch(hc_head_kernel, hc_grid(rows, d, vec, false), 256, 0, s)(streams, partial, splits, hc, d, base, scale, eps, norm_eps, vec, out);
+  launch(hc_head_kernel, hc_grid(rows, d, vec, false, norm_weight != nullptr), 256, 0, s)(streams, partial, splits, hc, d, base, scale, eps,
+                                                                                         norm_eps, norm_weight, vec, out);
   return cudaGetLastError();
 }
 

@@ -67,10 +67,9 @@ cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float st
 // Keeps one multiprocessor busy for about `ns` nanoseconds (lets the host queue work ahead when
 // timing ops with events).
 cudaError_t spin(int64_t ns, cudaStream_t s);
-// out[r] = table[tokens[r]] (bf16 table, or fp32 when table_b16 is null)
+// out[r] = table[tokens[r]] repeated `times` times (bf16 table, or fp32 when table_b16 is null)
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
-                  int64_t rows, float* out, cudaStream_t s);
-cudaError_t repeat_columns(const float* x, int64_t rows, int64_t cols, int times, float* out, cudaStream_t s);
+                  int64_t rows, int times, float* out, cudaStream_t s);
 // x and out may alias. With rope (and positions), each normalised group is then rotated as
 // rope(..., head_dim = group, inverse = false) would.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
@@ -104,7 +103,7 @@ cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
                    float* post, float* comb, cudaStream_t s);
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                    const float* scale, float eps, float norm_eps, float* out, cudaStream_t s);
+                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t s);
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
                     int64_t d, float* new_streams, cudaStream_t s);
 // hc_post, and the partials (hc_post_mix_splits(hc, d) of them, the layout of mix_partial's) of the

@@ -77,8 +77,8 @@ struct HyperConnection {
   int sinkhorn_iters = 1;
   float eps = 1e-6f;       // hc_eps
   float norm_eps = 1e-6f;  // rms_norm_eps of the unweighted input norm
-  // hc_pre only: when set, the collapsed row is then RMS-normalised with this weight (eps norm_eps),
-  // the sublayer's input norm, which a backend may apply in the same pass.
+  // When set, the collapsed row (hc_pre, hc_head) is then RMS-normalised with this weight (eps
+  // norm_eps): the sublayer's input norm, or the model's final norm, applied in the same pass.
   const DeviceWeight* sublayer_norm = nullptr;
 };
 
@@ -197,10 +197,9 @@ class Backend {
     return make_error(Code::kUnsupported, "{} does not measure hardware ceilings", name());
   }
 
-  // out[r] = table[token of row r]
+  // out[r] = table[token of row r], repeated out.cols / table.cols times (the residual streams start
+  // as copies of the embedding)
   virtual void embed(const DeviceWeight& table, Tensor out) = 0;
-  // out[r] = x[r] repeated `times` times (the residual streams start as copies of the embedding)
-  virtual void repeat_columns(Tensor x, int times, Tensor out) = 0;
   // out = x @ w^T
   virtual void linear(Tensor x, const DeviceWeight& w, Tensor out) = 0;
   // outs[i] = x @ ws[i]^T: products that share their input, which a backend may run as one.

@@ -361,10 +361,8 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
   if (T == 0) return Tensor{};
   DI_TRYV(be_.begin_forward(batch));
 
-  Tensor x = be_.scratch_uninit(T, d);
-  be_.embed(*embed_, x);
   Tensor streams = be_.scratch_uninit(T, hc * d), spare = be_.scratch_uninit(T, hc * d);
-  be_.repeat_columns(x, static_cast<int>(hc), streams);
+  be_.embed(*embed_, streams);  // hc copies of the embedding
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int l = 0; l < c.num_layers; ++l) {
@@ -396,13 +394,18 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
   }
 
   HyperConnection head{hc_head_fn_.get(), hc_head_base_.get(), hc_head_scale_.get(), static_cast<int>(hc), 1,
-                       static_cast<float>(c.hc_eps), eps};
+                       static_cast<float>(c.hc_eps), eps, norm_.get()};
   Tensor final_x = be_.scratch_uninit(T, d);
-  be_.hc_head(streams, head, final_x);
-  be_.rms_norm(final_x, norm_.get(), eps, static_cast<int>(d), final_x);
+  be_.hc_head(streams, head, final_x);  // with the final norm
   if (batch.logit_rows.empty()) return Tensor{};
-  Tensor picked = be_.scratch_uninit(static_cast<int64_t>(batch.logit_rows.size()), d);
-  be_.gather_rows(final_x, batch.logit_rows, picked);
+  // Every row's logits (decode): the rows as they are; else the rows asked for.
+  bool every_row = static_cast<int64_t>(batch.logit_rows.size()) == T;
+  for (int64_t i = 0; every_row && i < T; ++i) every_row = batch.logit_rows[i] == i;
+  Tensor picked = final_x;
+  if (!every_row) {
+    picked = be_.scratch_uninit(static_cast<int64_t>(batch.logit_rows.size()), d);
+    be_.gather_rows(final_x, batch.logit_rows, picked);
+  }
   Tensor out = be_.scratch_uninit(picked.rows, c.vocab_size);
   be_.linear(picked, *head_, out);
   return out;

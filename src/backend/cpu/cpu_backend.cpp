@@ -211,12 +211,8 @@ class CpuBackend final : public Backend {
   void embed(const DeviceWeight& table, Tensor out) override {
     const auto& w = cpu(table);
     for (int64_t r = 0; r < out.rows; ++r)
-      std::memcpy(row(out, r), w.f.data() + static_cast<size_t>(batch_->tokens[r]) * w.cols, sizeof(float) * w.cols);
-  }
-
-  void repeat_columns(Tensor x, int times, Tensor out) override {
-    for (int64_t r = 0; r < x.rows; ++r)
-      for (int i = 0; i < times; ++i) std::memcpy(row(out, r) + i * x.cols, row(x, r), sizeof(float) * x.cols);
+      for (int64_t c = 0; c + w.cols <= out.cols; c += w.cols)
+        std::memcpy(row(out, r) + c, w.f.data() + static_cast<size_t>(batch_->tokens[r]) * w.cols, sizeof(float) * w.cols);
   }
 
   void linear(Tensor x, const DeviceWeight& w, Tensor out) override {
@@ -341,6 +337,7 @@ class CpuBackend final : public Backend {
         for (int64_t k = 0; k < d; ++k) o[k] += pre * s[i * d + k];
       }
     }
+    if (hc.sublayer_norm) rms_norm(out, hc.sublayer_norm, hc.norm_eps, static_cast<int>(d), out);
   }
 
   void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {

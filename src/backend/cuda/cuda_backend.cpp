@@ -718,20 +718,13 @@ class CudaBackend final : public Backend {
     Op op(*this, "embed");
     if (!op) return;
     const auto& w = cw(table);
-    if (!expect(out.rows == bdev_.rows && out.cols == w.cols, "embed: output [{}, {}] for {} rows of a [{}, {}] table", out.rows,
-                out.cols, bdev_.rows, w.rows, w.cols))
+    if (!expect(out.rows == bdev_.rows && w.cols > 0 && out.cols % w.cols == 0 && out.cols >= w.cols,
+                "embed: output [{}, {}] for {} rows of a [{}, {}] table", out.rows, out.cols, bdev_.rows, w.rows, w.cols))
       return;
     // fp32 rows where the table is small enough to keep them, bf16 otherwise
-    check(kn::embed(w.f32 ? nullptr : w.b16, w.f32, w.rows, w.cols, bdev_.tokens, out.rows, out.data, stream_), "embed");
-  }
-
-  void repeat_columns(Tensor x, int times, Tensor out) override {
-    Op op(*this, "repeat_columns");
-    if (!op) return;
-    if (!expect(out.rows == x.rows && out.cols == x.cols * times, "repeat_columns: [{}, {}] x {} into [{}, {}]", x.rows, x.cols, times,
-                out.rows, out.cols))
-      return;
-    check(kn::repeat_columns(x.data, x.rows, x.cols, times, out.data, stream_), "repeat_columns");
+    check(kn::embed(w.f32 ? nullptr : w.b16, w.f32, w.rows, w.cols, bdev_.tokens, out.rows, static_cast<int>(out.cols / w.cols), out.data,
+                    stream_),
+          "embed");
   }
 
   void linear(Tensor x, const DeviceWeight& w, Tensor out) override {
@@ -856,21 +849,23 @@ class CudaBackend final : public Backend {
     const float* scale = fvec(*hc.scale, "hc scale");
     if (!base || !scale) return;
     const float* norm = nullptr;
-    if (hc.sublayer_norm) {
-      if (!expect(hc.sublayer_norm->rows * hc.sublayer_norm->cols == d, "hc_pre: a sublayer norm of {} values for rows of {}",
-                  hc.sublayer_norm->rows * hc.sublayer_norm->cols, d))
-        return;
-      if (!(norm = fvec(*hc.sublayer_norm, "sublayer norm weight"))) return;
-    }
+    if (hc.sublayer_norm && !(norm = sublayer_norm(hc, d))) return;
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), mix);
     if (!part) return;
     const bool fused = decode_fusions_ || !norm;
-    if (!check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps,
-                          fused ? norm : nullptr, collapsed.data, post.data, comb.data, stream_),
-               "hc_pre") ||
-        fused)
-      return;
-    check(kn::rms_norm(collapsed.data, norm, hc.norm_eps, collapsed.rows, d, static_cast<int>(d), collapsed.data, stream_), "sublayer norm");
+    if (check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps,
+                         fused ? norm : nullptr, collapsed.data, post.data, comb.data, stream_),
+              "hc_pre") &&
+        !fused)
+      check(kn::rms_norm(collapsed.data, norm, hc.norm_eps, collapsed.rows, d, static_cast<int>(d), collapsed.data, stream_), "norm");
+  }
+
+  // The norm weight of hc.sublayer_norm for rows of d, or null (the error kept).
+  const float* sublayer_norm(const HyperConnection& hc, int64_t d) {
+    if (!expect(hc.sublayer_norm->rows * hc.sublayer_norm->cols == d, "hyper-connection: a norm of {} values for rows of {}",
+                hc.sublayer_norm->rows * hc.sublayer_norm->cols, d))
+      return nullptr;
+    return fvec(*hc.sublayer_norm, "norm weight");
   }
 
   void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* next_fn = nullptr) override {
@@ -905,10 +900,16 @@ class CudaBackend final : public Backend {
     const float* base = fvec(*hc.base, "hc_head base");
     const float* scale = fvec(*hc.scale, "hc_head scale");
     if (!base || !scale) return;
+    const float* norm = nullptr;
+    if (hc.sublayer_norm && !(norm = sublayer_norm(hc, out.cols))) return;
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), n);
     if (!part) return;
-    check(kn::hc_head(streams.data, part, splits, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, out.data, stream_),
-          "hc_head");
+    const bool fused = decode_fusions_ || !norm;
+    if (check(kn::hc_head(streams.data, part, splits, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, fused ? norm : nullptr,
+                          out.data, stream_),
+              "hc_head") &&
+        !fused)
+      check(kn::rms_norm(out.data, norm, hc.norm_eps, out.rows, out.cols, static_cast<int>(out.cols), out.data, stream_), "norm");
   }
 
   void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {
