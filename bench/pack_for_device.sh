@@ -4,6 +4,7 @@
 # shared libraries its Ubuntu image lacks, the two device-side runners and the V4-Flash-4L config.
 # Then run there with carry [".carry"]:
 #   cd .carry && QUIET_OPS=1 PER_TEST=90 bash run_tests.sh; TESTS=0 BENCH_SECONDS=280 bash run_bench.sh
+# (and per-kernel decode times under Nsight Compute: bash ncu_decode_step.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .carry && mkdir -p .carry/stage
@@ -17,5 +18,6 @@ tar -cJf .carry/bundle.tar.xz -C .carry/stage .
 rm -rf .carry/stage
 cp tests/gpu/run_on_device.sh .carry/run_tests.sh
 cp bench/run_on_device.sh .carry/run_bench.sh
+cp bench/ncu_decode_step.sh bench/ncu_step_table.py .carry/
 cp bench/configs/v4-flash-4l.json .carry/
 du -sh .carry
