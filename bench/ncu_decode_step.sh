@@ -4,13 +4,26 @@
 # nothing here). Run after run_bench.sh unpacked the bundle (bench/pack_for_device.sh puts this
 # script and ncu_step_table.py into .carry/). COUNT: kernels profiled (>= two steps after the
 # model's weight fills and the ceiling measurements; 1000 holds ~9 steps).
+# DETAIL=<kernel name regex> instead profiles the first DETAIL_COUNT (default 2) matching kernels of
+# the decode steps with ncu's speed-of-light, memory, warp-state and occupancy sections.
 cd "$(dirname "$0")"
 mkdir -p bin && tar -xJf bundle.tar.xz -C bin
 CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
 export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "${INPUT_LEN:-4096}" --output-len 2
+       --batch-sizes 1 --no-prefill --no-graphs --max-seconds 60 --out "$OUT/ncu_bench.md")
+if [ -n "$DETAIL" ]; then
+  tag=$(echo "$DETAIL" | tr -c 'a-zA-Z0-9_\n' '_')
+  timeout 300 $NCU --cache-control none --clock-control none -k "regex:$DETAIL" --launch-count "${DETAIL_COUNT:-2}" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+    "${BENCH[@]}" > "$OUT/ncu_$tag.txt" 2> "$OUT/ncu_$tag.err"
+  echo "ncu rc=$?"
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Size|Grid Size" \
+    "$OUT/ncu_$tag.txt" | head -60
+  exit 0
+fi
 timeout 300 $NCU --cache-control none --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${COUNT:-1000} \
-  bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len ${INPUT_LEN:-4096} --output-len 2 \
-  --batch-sizes 1 --no-prefill --no-graphs --max-seconds 60 --out "$OUT/ncu_bench.md" > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+  "${BENCH[@]}" > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
 echo "ncu rc=$?"
 python3 ncu_step_table.py "$OUT/ncu.csv"

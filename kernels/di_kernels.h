@@ -138,6 +138,8 @@ struct GemvList {
   int count = 0;
 };
 cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s);
+// Warps per block of gemv / gemv_list: 4 (4 blocks a multiprocessor, the default) or 8 (2 blocks).
+void set_gemv_block_warps(int warps);
 // Experts of a few rows without a permutation. Each row has per_row() entries: slots i < top_k are
 // routed experts (experts[t, i] of the stacked w1 / w3 / w2, scaled by weights[t, i]; experts null:
 // expert 0, weights null: 1), slot top_k, when sw1 is set, the shared expert (scale 1).

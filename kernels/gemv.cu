@@ -10,6 +10,9 @@ namespace {
 
 constexpr int kWarps = 8;   // per block
 constexpr int64_t kFewBlocks = 264;  // below ~2 blocks per multiprocessor (H100 / H200): spread thinner
+// gemv / gemv_list blocks: 4 warps (4 blocks a multiprocessor; measured ahead of kWarps at batch 1),
+// or kWarps (set_gemv_block_warps).
+int g_gemv_block_warps = 4;
 
 // Eight bf16 weights (streamed past L1) dotted with eight fp32 activations.
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
@@ -46,8 +49,9 @@ __device__ __forceinline__ float dot8(uint4 w, const float4 a, const float4 b, f
 
 // acc[j][r] += Σ over this lane's chunks c (c = first, first + step, ... < n8) of w[j] chunk c · x[r] chunk c,
 // with U chunks of every weight row in flight (J U 16-byte loads per lane; the last round predicated,
-// so that short rows keep all their loads in flight too).
-template <int R, int J, int U>
+// so that short rows keep all their loads in flight too). kPreload (one row): the round's activations
+// are loaded together with the weights, not one chunk after the other (more registers).
+template <int R, int J, int U, bool kPreload = false>
 __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float4* const (&x)[R], int64_t first, int64_t step, int64_t n8,
                                          float (&acc)[J][R]) {
   for (int64_t c = first; c < n8; c += U * step) {
@@ -56,12 +60,23 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int j = 0; j < J; ++j) wv[u][j] = c + u * step < n8 ? load_stream(w[j] + c + u * step) : make_uint4(0, 0, 0, 0);
+    constexpr bool kPre = kPreload && R == 1;
+    float4 xa[kPre ? U : 1][2];
+    if constexpr (kPre) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const bool in = c + u * step < n8;
+        xa[u][0] = in ? __ldg(x[0] + 2 * (c + u * step)) : make_float4(0, 0, 0, 0);
+        xa[u][1] = in ? __ldg(x[0] + 2 * (c + u * step) + 1) : make_float4(0, 0, 0, 0);
+      }
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (c + u * step >= n8) break;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const float4 a = __ldg(x[r] + 2 * (c + u * step)), b = __ldg(x[r] + 2 * (c + u * step) + 1);
+        const float4 a = kPre ? xa[u][0] : __ldg(x[r] + 2 * (c + u * step));
+        const float4 b = kPre ? xa[u][1] : __ldg(x[r] + 2 * (c + u * step) + 1);
 #pragma unroll
         for (int j = 0; j < J; ++j) acc[j][r] = dot8(wv[u][j], a, b, acc[j][r]);
       }
@@ -69,21 +84,21 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
   }
 }
 
-// grid: the products' blocks one after the other (list.first_block), each of kWarps / ks output
-// groups of J outputs; warp w owns group w / ks and the column share w % ks (ks in 1, 2, 4, 8: small
-// output counts split the columns to fill the GPU). Output o of group g = o / n_group reads x columns
-// [g k, g k + k). Shares are added in share order.
-template <int R, int J>
-__global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
-                                                          GemvList list) {
-  __shared__ float red[kWarps][J][R];
+// grid: the products' blocks one after the other (list.first_block), each of W / ks output groups
+// of J outputs; warp w owns group w / ks and the column share w % ks (ks in 1, 2, 4, 8: small output
+// counts split the columns to fill the GPU). Output o of group g = o / n_group reads x columns
+// [g k, g k + k). Shares are added in share order. W warps a block, 16 warps a multiprocessor.
+template <int R, int J, int W>
+__global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
+                                                           GemvList list) {
+  __shared__ float red[W][J][R];
   int p = 0;
   while (p + 1 < list.count && static_cast<int64_t>(blockIdx.x) >= list.first_block[p + 1]) ++p;
   const GemvProduct& pr = list.p[p];
   const int64_t block = blockIdx.x - list.first_block[p];
   const int64_t n_out = pr.n_out;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int per_block = kWarps / ks;
+  const int per_block = W / ks;
   const int64_t o0 = (block * per_block + warp / ks) * J;
   const int share = warp % ks;
   const int64_t n8 = k / 8;
@@ -98,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_kernel(const float* __res
     const int64_t col = (o0 / pr.n_group) * k;  // J divides n_group: one group per warp
 #pragma unroll
     for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const float4*>(x + min(r, rows - 1) * ldx + col);
-    dot_rows<R, J, 4>(wr, xr, share * 32 + lane, 32 * ks, n8, acc);
+    dot_rows<R, J, 4, true>(wr, xr, share * 32 + lane, 32 * ks, n8, acc);
   }
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -267,10 +282,12 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
     total += list.p[p].n_out;
   }
   const int J = by4 ? 4 : by2 ? 2 : 1;
-  // Split the columns while fewer than ~2 blocks per multiprocessor would run.
+  const int W = g_gemv_block_warps;
+  // Split the columns while fewer than ~16 warps per multiprocessor would run.
+  const int64_t few_blocks = kFewBlocks * kWarps / W;
   int ks = 1;
-  while (ks < kWarps && (total + (kWarps / ks) * J - 1) / ((kWarps / ks) * J) < kFewBlocks && k / 8 >= 64 * ks) ks *= 2;
-  const int64_t per_block = (kWarps / ks) * J;
+  while (ks < W && (total + (W / ks) * J - 1) / ((W / ks) * J) < few_blocks && k / 8 >= 64 * ks) ks *= 2;
+  const int64_t per_block = (W / ks) * J;
   int64_t blocks = 0;
   for (int p = 0; p < list.count; ++p) {
     list.first_block[p] = blocks;
@@ -278,20 +295,20 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
   }
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>(blocks);
+  auto go = [&](auto kernel) {
+    launch(kernel, grid, W * 32, 0, s)(x, rows, ldx, k, ks, list);
+    return cudaGetLastError();
+  };
   if constexpr (R == 1) {
-    if (J == 4) {
-      launch(gemv_kernel<1, 4>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
-      return cudaGetLastError();
-    }
+    if (J == 4) return W == 4 ? go(gemv_kernel<1, 4, 4>) : go(gemv_kernel<1, 4, kWarps>);
   }
-  if (J == 2)
-    launch(gemv_kernel<R, 2>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
-  else
-    launch(gemv_kernel<R, 1>, grid, kWarps * 32, 0, s)(x, rows, ldx, k, ks, list);
-  return cudaGetLastError();
+  if (J == 2) return W == 4 ? go(gemv_kernel<R, 2, 4>) : go(gemv_kernel<R, 2, kWarps>);
+  return W == 4 ? go(gemv_kernel<R, 1, 4>) : go(gemv_kernel<R, 1, kWarps>);
 }
 
 }  // namespace
+
+void set_gemv_block_warps(int warps) { g_gemv_block_warps = warps == 4 ? 4 : kWarps; }
 
 bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
   return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);

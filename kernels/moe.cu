@@ -40,26 +40,49 @@ __device__ void route_row(const float* lg, int64_t t, int n_exp, const RouteArgs
   } else if (a.score == static_cast<int>(ScoreFunc::kSigmoid)) {
     for (int e = lane; e < n_exp; e += 32) sc[e] = sigmoidf_(__ldcg(lg + e));
   } else {
-    for (int e = lane; e < n_exp; e += 32) {
-      const float x = __ldcg(lg + e);
-      sc[e] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+    constexpr int kBatch = 8;  // logits loaded before any is scored: one round of latency per 8
+    for (int e0 = lane; e0 < n_exp; e0 += kBatch * 32) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) x[u] = e0 + 32 * u < n_exp ? __ldcg(lg + e0 + 32 * u) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        if (e0 + 32 * u < n_exp) sc[e0 + 32 * u] = sqrtf(x[u] > 20.0f ? x[u] : log1pf(expf(x[u])));
     }
   }
   __syncwarp();
+  // Lane i (< 32) keeps the i-th choice in a register: reading the choices back from global memory,
+  // one dependent load each, made this tail (one warp, after every block's gate product) the slowest
+  // part of the routing launch.
   const int top_k = a.top_k;
   int32_t* chosen = a.experts + t * top_k;
+  int32_t mine = 0;
   if (a.tid2eid) {
     const int32_t tok = a.tokens[t];
-    for (int i = lane; i < top_k; i += 32)
-      chosen[i] = (tok >= 0 && tok < a.table_rows) ? a.tid2eid[static_cast<int64_t>(tok) * top_k + i] : 0;
+    for (int i = lane; i < top_k; i += 32) {
+      const int32_t e = (tok >= 0 && tok < a.table_rows) ? a.tid2eid[static_cast<int64_t>(tok) * top_k + i] : 0;
+      chosen[i] = e;
+      if (i == lane) mine = e;
+    }
   } else {
+    // The lane's experts lane + 32 j with their selection bias, in registers once (the rounds below
+    // read them top_k times).
+    constexpr int kPerLane = kMaxExperts / 32;
+    float biased[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      biased[j] = e < n_exp ? sc[e] + (a.bias ? __ldg(a.bias + e) : 0.0f) : -INFINITY;
+    }
     uint32_t taken = 0;  // bit j: expert lane + 32 j
     for (int i = 0; i < top_k; ++i) {
       float best = -INFINITY;
       int best_e = INT_MAX;
-      for (int j = 0, e = lane; e < n_exp; ++j, e += 32) {
-        if (taken & (1u << j)) continue;
-        const float v = sc[e] + (a.bias ? a.bias[e] : 0.0f);
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e >= n_exp || (taken & (1u << j))) continue;
+        const float v = biased[j];
         if (v > best || (v == best && e < best_e)) {
           best = v;
           best_e = e;
@@ -77,19 +100,23 @@ __device__ void route_row(const float* lg, int64_t t, int n_exp, const RouteArgs
       if (best_e == INT_MAX) best_e = 0;  // NaN scores: keep the index valid
       if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
       if (lane == 0) chosen[i] = best_e;
+      if (i == lane) mine = best_e;  // (every lane holds best_e after the reduction)
     }
+  }
+  // weights[i] = score(choice i) / Σ_j score(choice j) * scaling, the sum in choice order.
+  auto score_of = [&](int32_t e) { return (e >= 0 && e < n_exp) ? sc[e] : 0.0f; };
+  if (top_k <= 32) {
+    const float own = lane < top_k ? score_of(mine) : 0.0f;
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += __shfl_sync(kFull, own, i);
+    if (lane < top_k) a.weights[t * top_k + lane] = own / (sum + 1e-20f) * a.scaling;
+    return;
   }
   __syncwarp();
   if (lane == 0) {
     float sum = 0.0f;
-    for (int i = 0; i < top_k; ++i) {
-      const int32_t e = chosen[i];
-      sum += (e >= 0 && e < n_exp) ? sc[e] : 0.0f;
-    }
-    for (int i = 0; i < top_k; ++i) {
-      const int32_t e = chosen[i];
-      a.weights[t * top_k + i] = ((e >= 0 && e < n_exp) ? sc[e] : 0.0f) / (sum + 1e-20f) * a.scaling;
-    }
+    for (int i = 0; i < top_k; ++i) sum += score_of(chosen[i]);
+    for (int i = 0; i < top_k; ++i) a.weights[t * top_k + i] = score_of(chosen[i]) / (sum + 1e-20f) * a.scaling;
   }
 }
 
@@ -128,12 +155,18 @@ __global__ void __launch_bounds__(256) gate_route_kernel(const float* __restrict
       float4 wv[kGateLoads];
 #pragma unroll
       for (int u = 0; u < kGateLoads; ++u) wv[u] = c0 + u * step < n4 ? __ldg(w + c0 + u * step) : make_float4(0, 0, 0, 0);
+      float4 xv1[R == 1 ? kGateLoads : 1];  // one row: its activations loaded with the weights, not one by one
+      if constexpr (R == 1) {
+#pragma unroll
+        for (int u = 0; u < kGateLoads; ++u)
+          xv1[u] = c0 + u * step < n4 ? __ldg(reinterpret_cast<const float4*>(x) + c0 + u * step) : make_float4(0, 0, 0, 0);
+      }
 #pragma unroll
       for (int u = 0; u < kGateLoads; ++u) {
         if (c0 + u * step >= n4) break;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const float4 xv = __ldg(reinterpret_cast<const float4*>(x + min(r, rows - 1) * d) + c0 + u * step);
+          const float4 xv = R == 1 ? xv1[u] : __ldg(reinterpret_cast<const float4*>(x + min(r, rows - 1) * d) + c0 + u * step);
           float v = acc[r];
           v = fmaf(wv[u].x, xv.x, v);
           v = fmaf(wv[u].y, xv.y, v);

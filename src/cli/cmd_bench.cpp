@@ -98,6 +98,7 @@ constexpr Knob kKnobs[] = {
     {"gemv_rows", 0, 4, "moe_ffn (GEMV)",
      "GEMV kernels for products of <= 4 rows (routed + shared experts as one op, linears) vs cuBLAS / tile kernels"},
     {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
+    {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, sublayer norm in hc_pre, next mix in hc_post, gate in route, "
      "inverse rope in the attention merge) vs a launch each"},

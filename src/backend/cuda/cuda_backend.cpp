@@ -596,6 +596,10 @@ class CudaBackend final : public Backend {
       kn::set_pdl(value == 1);
       return true;
     }
+    if (name == "gemv_block_warps" && (value == 4 || value == 8)) {
+      kn::set_gemv_block_warps(value);
+      return true;
+    }
     if (name == "gemv_rows" && value >= 0 && value <= kn::kGemvMaxRows) {
       gemv_rows_ = value;
       return true;
