@@ -576,6 +576,23 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
 
 // grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
 // when d % 4 == 0 (vec). The sum runs in the reference's order: post * out, then j ascending.
+// Columns x0 .. x0 + 3 of new stream k of one row: post_k out + Σ_j comb[j][k] stream_j, in the reference's
+// order (post * out, then j ascending). s: the row's hc streams, c: its comb, out_row: the sublayer output.
+__device__ __forceinline__ float4 new_stream4(const float* __restrict__ s, const float* __restrict__ c, float p,
+                                              const float* __restrict__ out_row, int hc, int k, int64_t d, int64_t x0) {
+  const float4 v = *reinterpret_cast<const float4*>(out_row + x0);
+  float4 acc = make_float4(p * v.x, p * v.y, p * v.z, p * v.w);
+  for (int j = 0; j < hc; ++j) {
+    const float cj = c[j * hc + k];
+    const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
+    acc.x += cj * sj.x;
+    acc.y += cj * sj.y;
+    acc.z += cj * sj.z;
+    acc.w += cj * sj.w;
+  }
+  return acc;
+}
+
 __global__ void hc_post_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
                                const float* __restrict__ comb, int hc, int64_t d, bool vec, float* __restrict__ ns) {
   pdl_begin();
@@ -588,17 +605,7 @@ __global__ void hc_post_kernel(const float* __restrict__ streams, const float* _
   const int64_t x0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * (vec ? 4 : 1);
   if (x0 >= d) return;
   if (vec) {
-    const float4 v = *reinterpret_cast<const float4*>(out + t * d + x0);
-    float4 acc = make_float4(p * v.x, p * v.y, p * v.z, p * v.w);
-    for (int j = 0; j < hc; ++j) {
-      const float cj = c[j * hc + k];
-      const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
-      acc.x += cj * sj.x;
-      acc.y += cj * sj.y;
-      acc.z += cj * sj.z;
-      acc.w += cj * sj.w;
-    }
-    *reinterpret_cast<float4*>(o + x0) = acc;
+    *reinterpret_cast<float4*>(o + x0) = new_stream4(s, c, p, out + t * d, hc, k, d, x0);
   } else {
     float acc = p * out[t * d + x0];
     for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x0];
@@ -634,19 +641,7 @@ __global__ void __launch_bounds__(kPostMixThreads) hc_post_mix_kernel(const floa
   pdl_begin();
   float4 v = make_float4(0, 0, 0, 0);
   if (live) {
-    const float* s = streams + t * K;
-    const float* c = comb + t * hc * hc;
-    const float p = post[tk];
-    const float4 o = *reinterpret_cast<const float4*>(out + t * d + x0);
-    v = make_float4(p * o.x, p * o.y, p * o.z, p * o.w);
-    for (int j = 0; j < hc; ++j) {  // the reference's order, as hc_post_kernel
-      const float cj = c[j * hc + k];
-      const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
-      v.x += cj * sj.x;
-      v.y += cj * sj.y;
-      v.z += cj * sj.z;
-      v.w += cj * sj.w;
-    }
+    v = new_stream4(streams + t * K, comb + t * hc * hc, post[tk], out + t * d, hc, k, d, x0);
     *reinterpret_cast<float4*>(ns + tk * d + x0) = v;
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
