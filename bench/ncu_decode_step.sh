@@ -6,6 +6,9 @@
 # model's weight fills and the ceiling measurements; 1000 holds ~9 steps).
 # DETAIL=<kernel name regex> instead profiles the first DETAIL_COUNT (default 2) matching kernels of
 # the decode steps with ncu's speed-of-light, memory, warp-state and occupancy sections.
+# SOURCE=1 (with DETAIL) also keeps the report and writes its per-SASS-instruction samples
+# (warp stalls by instruction) as ncu_<tag>_sass.csv.
+# PREFILL=<tokens> profiles eager prefill forwards of that many tokens instead of decode steps.
 cd "$(dirname "$0")"
 mkdir -p bin && tar -xJf bundle.tar.xz -C bin
 CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
@@ -13,12 +16,22 @@ export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/ta
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "${INPUT_LEN:-4096}" --output-len 2
        --batch-sizes 1 --no-prefill --no-graphs --max-seconds 60 --out "$OUT/ncu_bench.md")
+[ -n "$PREFILL" ] && BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "$PREFILL"
+                           --batch-sizes 1 --no-decode --prefill-max-tokens "$PREFILL" --max-seconds 60 --out "$OUT/ncu_bench.md")
 if [ -n "$DETAIL" ]; then
   tag=$(echo "$DETAIL" | tr -c 'a-zA-Z0-9_\n' '_')
   timeout 300 $NCU --cache-control none --clock-control none -k "regex:$DETAIL" --launch-count "${DETAIL_COUNT:-2}" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+    ${SOURCE:+--section SourceCounters -o "$OUT/ncu_$tag"} \
     "${BENCH[@]}" > "$OUT/ncu_$tag.txt" 2> "$OUT/ncu_$tag.err"
   echo "ncu rc=$?"
+  if [ -n "$SOURCE" ]; then
+    $NCU -i "$OUT/ncu_$tag.ncu-rep" --page details > "$OUT/ncu_$tag.txt" 2>&1
+    $NCU -i "$OUT/ncu_$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${tag}_sass.csv" 2> "$OUT/ncu_${tag}_sass.err"
+    echo "sass rc=$? $(wc -l < "$OUT/ncu_${tag}_sass.csv") lines"
+    python3 ncu_sass_top.py "$OUT/ncu_${tag}_sass.csv" 40
+    rm -f "$OUT/ncu_$tag.ncu-rep"  # (the device tool brings back at most 8 files)
+  fi
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Size|Grid Size" \
     "$OUT/ncu_$tag.txt" | head -60
   exit 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-kernel device times of one eager decode step, from `ncu --csv --metrics gpu__time_duration.sum`
+"""Per-kernel device times of one eager decode step (or prefill forward), from `ncu --csv --metrics gpu__time_duration.sum`
 output (bench/ncu_decode_step.sh writes it): the last complete step (embed_kernel to embed_kernel),
 summed by kernel name, largest first. --each also lists the step's kernels in launch order."""
 import csv
@@ -26,7 +26,7 @@ def main():
     ks = kernels(sys.argv[1])
     starts = [i for i, (n, _) in enumerate(ks) if n.startswith("embed_kernel")]
     if len(starts) < 2:
-        sys.exit("fewer than two decode steps in the profile: raise ncu's --launch-count")
+        sys.exit("fewer than two steps (forwards) in the profile: raise ncu's --launch-count")
     step = ks[starts[-2]:starts[-1]]
     print(f"{len(step)} kernels, {sum(us for _, us in step):.1f} us")
     by_name = {}

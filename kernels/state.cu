@@ -334,39 +334,45 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ unsigned long long compose(uint32_t key, int64_t i) {
-  return (static_cast<unsigned long long>(key) << 32) | static_cast<unsigned long long>(0xffffffffu - static_cast<uint32_t>(i));
-}
-
 constexpr int kTopkThreads = 1024;
 
-// One block per row: radix-select the k-th largest key, collect the k winners (ties at the
-// threshold by lower index), bitonic-sort them by (score desc, index asc).
+// hist[bin] += 1 for every lane whose bin >= 0, one atomic per distinct bin of the warp: a radix
+// pass's first digit (sign and exponent) puts nearly every score in one or two bins, where a
+// block's atomics on one address serialise.
+__device__ __forceinline__ void hist_add(int* hist, int bin) {
+  const unsigned peers = __match_any_sync(kFull, bin);
+  if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+}
+
+// One block per row: radix-select the k-th largest key (8 bits a pass), then write the winners in
+// index order: every key above it, and of the keys equal to it the lowest-indexed ones. No sort: the
+// attention that reads the selection does not care about its order, and sorting k = 512 winners
+// by score took most of the kernel's time (a 45-stage bitonic network over 1024 threads).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restrict__ scores, int64_t ld, int64_t row_begin,
-                                                            int rate, BatchDev b, int k, int pow2, int32_t* __restrict__ out) {
+                                                            int rate, BatchDev b, int k, int32_t* __restrict__ out) {
   pdl_begin();
-  extern __shared__ unsigned long long cand[];  // [pow2]
   __shared__ int hist[256];
   __shared__ int red[33];
   __shared__ uint32_t sh_prefix;
-  __shared__ int sh_need, sh_count;
+  __shared__ int sh_need, sh_equal;
   const int64_t r = row_begin + blockIdx.x;
   const int64_t visible = (b.positions[r] + 1) / rate;
   const float* sc = scores + blockIdx.x * ld;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31;
+  int32_t* o = out + r * k;
   const int64_t take = visible < k ? visible : k;
 
-  if (visible <= k) {
-    for (int64_t i = tid; i < visible; i += blockDim.x) cand[i] = compose(order_key(sc[i]), i);
-  } else {
-    uint32_t prefix = 0, mask = 0;
-    int need = k;
+  uint32_t prefix = 0;  // every key is taken (>= 0) when k covers the row
+  int need = 0, equal = 0;  // of the keys equal to prefix: how many are taken, how many there are
+  if (visible > k) {
+    uint32_t mask = 0;
+    need = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
       for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
       __syncthreads();
-      for (int64_t i = tid; i < visible; i += blockDim.x) {
-        const uint32_t key = order_key(sc[i]);
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+      for (int64_t i = tid; i - lane < visible; i += blockDim.x) {  // warp-uniform trips: hist_add needs every lane
+        const uint32_t key = i < visible ? order_key(sc[i]) : 0u;
+        hist_add(hist, i < visible && (key & mask) == prefix ? static_cast<int>((key >> shift) & 255u) : -1);
       }
       __syncthreads();
       // The bin holding the need-th largest key: counts from the top bin down, scanned in parallel.
@@ -376,50 +382,35 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
       if (tid < 256 && above < need && above + c >= need) {
         sh_prefix = prefix | (static_cast<uint32_t>(255 - tid) << shift);
         sh_need = need - above;
+        sh_equal = c;
       }
-      if (tid == 0) sh_count = 0;
       __syncthreads();
       prefix = sh_prefix;
       need = sh_need;
+      equal = sh_equal;
       mask |= 0xffu << shift;
     }
-    // prefix is the k-th largest key; `need` elements equal to it are taken, the lowest indices first.
-    for (int64_t i = tid; i < visible; i += blockDim.x) {
-      const uint32_t key = order_key(sc[i]);
-      if (key > prefix) cand[atomicAdd(&sh_count, 1)] = compose(key, i);
-    }
-    const int base = k - need;
-    int taken = 0;
-    for (int64_t start = 0; start < visible && taken < need; start += blockDim.x) {
-      const int64_t i = start + tid;
-      const int flag = (i < visible && order_key(sc[i]) == prefix) ? 1 : 0;
-      int total;
-      const int ex = block_exclusive_scan(flag, red, &total);
-      if (flag && taken + ex < need) cand[base + taken + ex] = compose(prefix, i);
-      taken += total;
-    }
   }
-  for (int64_t i = take + tid; i < pow2; i += blockDim.x) cand[i] = 0ull;
-  __syncthreads();
-  for (int size = 2; size <= pow2; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = tid; i < pow2; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const unsigned long long a = cand[i], c = cand[j];
-          const bool desc = (i & size) == 0;
-          if (desc ? a < c : a > c) {
-            cand[i] = c;
-            cand[j] = a;
-          }
-        }
-      }
-      __syncthreads();
+  // Compaction in index order, a block-wide chunk at a time. A key equal to prefix is taken while
+  // fewer than `need` equal ones came before it (counted only when some equal ones are left out).
+  int64_t written = 0, equal_before = 0;
+  for (int64_t start = 0; start < visible && written < take; start += blockDim.x) {
+    const int64_t i = start + tid;
+    const uint32_t key = i < visible ? order_key(sc[i]) : 0u;
+    const bool eq = i < visible && key == prefix;
+    bool win = i < visible && (key > prefix || (eq && need == equal));
+    if (need < equal) {
+      int eq_total;
+      const int eq_rank = block_exclusive_scan(eq ? 1 : 0, red, &eq_total);
+      win = win || (eq && equal_before + eq_rank < need);
+      equal_before += eq_total;
     }
+    int total;
+    const int pos = block_exclusive_scan(win ? 1 : 0, red, &total);
+    if (win) o[written + pos] = static_cast<int32_t>(i);
+    written += total;
   }
-  int32_t* o = out + r * k;
-  for (int i = tid; i < k; i += blockDim.x)
-    o[i] = i < take ? static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(cand[i] & 0xffffffffull)) : -1;
+  for (int64_t i = take + tid; i < k; i += blockDim.x) o[i] = -1;
 }
 
 }  // namespace
@@ -498,10 +489,7 @@ cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_
                       int32_t* out, cudaStream_t s) {
   if (n_rows <= 0 || k <= 0) return cudaSuccess;
   if (k > 4096 || rate <= 0) return cudaErrorInvalidValue;
-  int pow2 = 1;
-  while (pow2 < k) pow2 <<= 1;
-  const size_t smem = sizeof(unsigned long long) * pow2;
-  launch(topk_kernel, static_cast<unsigned>(n_rows), kTopkThreads, smem, s)(scores, ld, row_begin, rate, b, k, pow2, out);
+  launch(topk_kernel, static_cast<unsigned>(n_rows), kTopkThreads, 0, s)(scores, ld, row_begin, rate, b, k, out);
   return cudaGetLastError();
 }
 

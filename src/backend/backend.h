@@ -239,7 +239,9 @@ class Backend {
   // one pooled, normalised, rotated entry for each window that closes.
   virtual void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) = 0;
   // For each row, the indices of the top-k visible indexer keys by Σ_h w_h·ReLU(q_h·k) (ties -> lower
-  // index); -1 pads rows with fewer visible entries. q: [T, heads*dim], weights: [T, heads], out: [T, k].
+  // index), in an order of the backend's choosing (attention does not depend on it; the CPU lists
+  // them by score, CUDA by index); -1 pads rows with fewer visible entries. q: [T, heads*dim],
+  // weights: [T, heads], out: [T, k].
   virtual void indexer_topk(int layer, Tensor q, Tensor weights, int heads, IntTensor out) = 0;
   // Attention of q [T, heads*head_dim] over the sliding window (state + this step's kv [T, head_dim])
   // and the layer's compressed entries (all visible ones, or `selected` for CSA), with per-head sinks.

@@ -52,7 +52,9 @@ TEST_F(CudaOps, LinearEveryWeightFormat) {
   };
   for (Case c : std::vector<Case>{{37, 100, 71}, {1, 64, 300}, {130, 512, 96}, {3, 4096, 64}, {5, 1024, 1100},
                                                   // few rows: the GEMV kernels (odd outputs, column shares), or cuBLAS where K % 8 != 0
-                                                  {2, 1000, 33}, {4, 8192, 1000}, {1, 100, 71}, {1, 4096, 4099}}) {
+                                                  {2, 1000, 33}, {4, 8192, 1000}, {1, 100, 71}, {1, 4096, 4099},
+                                                  // one row, products of >= 16 MB (the decode step's large projections)
+                                                  {1, 1024, 8195}, {1, 2048, 4097}, {1, 4096, 2051}, {1, 8192, 1027}}) {
     ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
     t.begin(b);
     auto xv = testing::randn(static_cast<size_t>(c.T * c.K), rng);
@@ -185,7 +187,7 @@ TEST_F(CudaOps, GroupedLinear) {
     int groups;
     int64_t k, n;
   };
-  for (Case c : std::vector<Case>{{19, 4, 24, 40}, {1, 8, 64, 16}, {77, 2, 512, 100}, {3, 4, 96, 7}, {2, 8, 1024, 64}}) {
+  for (Case c : std::vector<Case>{{19, 4, 24, 40}, {1, 8, 64, 16}, {77, 2, 512, 100}, {3, 4, 96, 7}, {2, 8, 1024, 64}, {1, 8, 1024, 1025}}) {
     ForwardBatch b = rows_batch(static_cast<int32_t>(c.T));
     t.begin(b);
     auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.groups * c.k), rng), c.T, c.groups * c.k);
@@ -653,12 +655,19 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
                 << tag << " tied row " << r << " (tensor cores)";
           }
         }
-        ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 0));  // the fp32 kernel: the same order as the CPU
+        // The fp32 kernel: the same selection as the CPU (which lists it by score, the GPU by index).
+        ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 0));
         t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
         ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 1));
         auto sg = t.read_ints_gpu(sel.g);
         for (int32_t r = 0; r < T; ++r) {
-          bool same = std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, sg.begin() + r * c.topk);
+          std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk);
+          std::vector<int32_t> g(sg.begin() + r * c.topk, sg.begin() + (r + 1) * c.topk);
+          EXPECT_TRUE(std::is_sorted(g.begin(), g.end(), [](int32_t x, int32_t y) { return x >= 0 && (y < 0 || x < y); }))
+              << tag << " row " << r << ": indices ascending, then -1";
+          std::sort(a.begin(), a.end());
+          std::sort(g.begin(), g.end());
+          const bool same = a == g;
           ++topk_rows;
           if (!same) {
             ++topk_mismatch;

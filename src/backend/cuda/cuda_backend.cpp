@@ -34,8 +34,10 @@ namespace kn = kernels;
 constexpr int64_t kSmallMatrix = int64_t(1) << 20;
 // Scores of the indexer are computed for row chunks of at most this many floats.
 constexpr int64_t kIndexerScoreFloats = int64_t(64) << 20;
-// Token chunk of the routed-expert path (bounds its permuted buffers).
-constexpr int64_t kMoeChunkRows = 4096;
+// Token chunk of the routed-expert path (bounds its permuted buffers). A prefill forward's 8192
+// tokens in one chunk: each chunk reads every expert's weights once (12.9 GB a V4-Flash layer), so
+// two chunks of 4096 doubled the experts' memory traffic.
+constexpr int64_t kMoeChunkRows = 8192;
 // Attention splits a small batch's keys until about this many blocks run.
 constexpr int64_t kAttnBlocks = 1024;
 constexpr int64_t kSmCount = 132;  // H100 SXM / H200; only sizes key splits
@@ -584,7 +586,7 @@ class CudaBackend final : public Backend {
   // at most that many rows by kernels::gemv and the expert GEMV kernels; 0: cuBLAS and the tile
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
-  // tensor zero-filled) | 0.
+  // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
