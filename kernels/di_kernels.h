@@ -198,6 +198,9 @@ cudaError_t indexer_scores(const float* q, const float* weights, int heads, int6
 // The same scores on the tensor cores (bf16 operands, fp32 accumulation; kernels/indexer_mqa.cu)
 // for up to 64 heads of index_dim 16..128 (a multiple of 16). q 16-byte aligned.
 bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L);
+// Rows a block of indexer_scores_mqa scores at once for 64+ rows: 4 (the default: a key tile is
+// loaded once for them) or 1.
+void set_indexer_rows_per_block(int rows);
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s);
 // Top k of each row's visible scores, sorted by score (ties: lower index first), -1 padded. k <= 4096.

@@ -99,6 +99,7 @@ constexpr Knob kKnobs[] = {
      "GEMV kernels for products of <= 4 rows (routed + shared experts as one op, linears) vs cuBLAS / tile kernels"},
     {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
     {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
+    {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, sublayer norm in hc_pre, next mix in hc_post, gate in route, "
      "inverse rope in the attention merge) vs a launch each"},
@@ -336,14 +337,18 @@ class Bench {
     DI_TRY(runner, ModelRunner::create(model_, be_, ro));
     std::fprintf(stderr, "prefill at context %d\n", context);
     model_.set_logits_to_host(false);
-    // Warm-up: two chunks. The first grows the backend's scratch arena chunk by chunk; the second
-    // merges the chunks (a device sync, cudaFree and cudaMalloc: ~10 ms a 8192-token forward of
-    // V4-Flash-4L) which would otherwise land in the first timed forward.
+    // Warm-up: a whole prompt of `context` tokens, twice. The first grows the backend's scratch
+    // arena chunk by chunk (a later chunk sees more context: the indexer's scores grow with it); the
+    // second merges the chunks (a device sync, cudaFree and cudaMalloc: ~10 ms at an 8192-token
+    // forward of V4-Flash-4L), which would otherwise land in the timed forwards.
     for (int warm = 0; warm < 2; ++warm) {
       DI_TRY(id, runner->open_sequence());
-      const int n = std::min(context, a_.prefill_chunk);
-      std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
-      DI_TRYV(runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}}));
+      std::vector<int32_t> ids = random_ids(static_cast<size_t>(context));
+      for (int done = 0; done < context;) {
+        const int n = std::min(context - done, a_.prefill_chunk);
+        DI_TRYV(runner->step({{id, ids.data() + done, n, done + n == context ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone}}));
+        done += n;
+      }
       DI_TRYV(be_.finish());
       runner->close_sequence(id);
     }
