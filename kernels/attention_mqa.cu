@@ -227,13 +227,7 @@ cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, c
                           RopeDev unrope) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
-  static bool attr_set = false;  // raising the dynamic shared-memory limit once
-  if (!attr_set) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(mqa_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  if (const cudaError_t e = allow_smem<mqa_attention_kernel>(kSmemBytes); e != cudaSuccess) return e;
   const int groups = (heads + kHeadTile - 1) / kHeadTile;
   const int64_t blocks = static_cast<int64_t>(b.rows) * groups * n_splits;
   if (blocks > 2147483647) return cudaErrorInvalidValue;

@@ -806,13 +806,9 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
-  static bool attr_set = false;  // up to 192 KB of shared memory: above the default limit
-  if (!attr_set) {
-    const cudaError_t e = cudaFuncSetAttribute(mix_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk));
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  // (the largest n: up to 192 KB)
+  if (const cudaError_t e = allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk); e != cudaSuccess)
+    return e;
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);

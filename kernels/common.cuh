@@ -25,6 +25,17 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// Raises Kernel's dynamic shared-memory limit (above the default 48 KB) to `bytes`, once per kernel:
+// later calls return at once (the limit the first call set stays).
+template <auto Kernel>
+cudaError_t allow_smem(size_t bytes) {
+  static bool done = false;
+  if (done) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  done = e == cudaSuccess;
+  return e;
+}
+
 // launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute.
 template <typename... P>
 struct Launch {

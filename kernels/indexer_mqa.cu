@@ -130,13 +130,7 @@ __global__ void __launch_bounds__(R * 128) indexer_scores_mqa_kernel(const float
 template <int R>
 cudaError_t launch_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t chunks,
                           BatchDev b, StateDev st, LayerDev L, int per_block, float* scores, int64_t ld, cudaStream_t s) {
-  static bool attr_set = false;  // raising the dynamic shared-memory limit once
-  if (!attr_set) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(indexer_scores_mqa_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes(R)));
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  if (const cudaError_t e = allow_smem<indexer_scores_mqa_kernel<R>>(smem_bytes(R)); e != cudaSuccess) return e;
   const int64_t groups = (n_rows + R - 1) / R;
   launch(indexer_scores_mqa_kernel<R>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(chunks)), R * 128, smem_bytes(R), s)(
       q, weights, heads, row_begin, n_rows, b, st, L, per_block, scores, ld);

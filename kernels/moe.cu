@@ -500,14 +500,8 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
 template <bool kGateUp, int kRows, int kCols = kBN>
 cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
                           int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
-  static bool attr_set = false;  // raising the dynamic shared-memory limit once per kernel
   constexpr size_t smem = v2_smem_bytes<kGateUp, kRows, kCols>();
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-    attr_set = true;
-  }
+  if (const cudaError_t e = allow_smem<moe_gemm_v2_kernel<kGateUp, kRows, kCols>>(smem); e != cudaSuccess) return e;
   launch(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, grid, V2Shape<kRows>::kThreads, smem, s)(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
   return cudaGetLastError();
 }
