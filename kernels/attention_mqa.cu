@@ -213,6 +213,202 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   }
 }
 
+// --- Decode: 16-head tiles. A 64-head block stages 128 KB of fp32 queries and writes 128 KB of
+// partial output per key share, and 16 of them run at batch 1; with 16 heads a block stages and
+// writes a quarter of that, and four times as many blocks share the work. The score tile S
+// (16 heads x 32 keys) is split over the 512 dims: warp w multiplies dims 64 w .. +64, the eight
+// partial tiles are summed in order in shared memory; the softmax of heads 2 w, 2 w + 1 is warp w's
+// (its running max and denominator stay in its registers); for O += P V warp w owns dims 64 w .. +64.
+constexpr int kNarrowHeads = 16;
+constexpr int kPld = kKeyTile + 8;  // bf16 row stride of P: ldmatrix rows 16-byte aligned, distinct banks
+constexpr int kSpLd = kKeyTile + 1;  // fp32 row stride of the partial score tiles
+constexpr size_t kNarrowSmemBytes = sizeof(__nv_bfloat16) * (kNarrowHeads + kKeyTile) * kLd + sizeof(float) * kKeyTile * kHd +
+                                    sizeof(float) * (kThreads / 32) * kNarrowHeads * kSpLd + sizeof(__nv_bfloat16) * kNarrowHeads * kPld +
+                                    sizeof(float) * 3 * kNarrowHeads + sizeof(const float*) * 2 * kKeyTile;
+
+__global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const float* __restrict__ q, const float* __restrict__ kv,
+                                                                           const float* __restrict__ sinks,
+                                                                           const int32_t* __restrict__ selected, int64_t sel_cols,
+                                                                           int heads, BatchDev b, StateDev st, LayerDev L,
+                                                                           float* __restrict__ out, int n_splits,
+                                                                           float* __restrict__ part) {
+  pdl_begin();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);                   // [kNarrowHeads][kLd]
+  __nv_bfloat16* Ks = Qs + kNarrowHeads * kLd;                              // [kKeyTile][kLd]
+  auto* stage = reinterpret_cast<float*>(Ks + kKeyTile * kLd);             // [kKeyTile][kHd]: the next tile, fp32, in flight
+  float* Sp = stage + kKeyTile * kHd;                                       // [warps][kNarrowHeads][kSpLd]: partial scores
+  auto* P = reinterpret_cast<__nv_bfloat16*>(Sp + (kThreads / 32) * kNarrowHeads * kSpLd);  // [kNarrowHeads][kPld]
+  auto* corr_s = reinterpret_cast<float*>(P + kNarrowHeads * kPld);        // [kNarrowHeads]: this tile's rescale
+  float* m_s = corr_s + kNarrowHeads;                                       // [kNarrowHeads]: the final max
+  float* l_s = m_s + kNarrowHeads;                                          // [kNarrowHeads]: the final denominator
+  auto* kp = reinterpret_cast<const float**>(l_s + kNarrowHeads);          // [2][kKeyTile]
+
+  const int groups = (heads + kNarrowHeads - 1) / kNarrowHeads;
+  const int split = static_cast<int>(blockIdx.x % n_splits);
+  const int64_t rg = blockIdx.x / n_splits;
+  const int64_t r = rg / groups;
+  const int h0 = static_cast<int>(rg % groups) * kNarrowHeads;
+  const int nh = min(kNarrowHeads, heads - h0);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
+
+  const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
+  const int64_t total = keys.total;
+  const int64_t share = (total + n_splits - 1) / n_splits;
+  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
+
+  auto resolve = [&](int64_t j0, const float** dst) {
+    if (tid < kKeyTile) dst[tid] = j0 + tid < j_end ? keys.key(j0 + tid, b, st, L) : nullptr;
+  };
+  auto issue = [&](const float* const* ptrs) {
+#pragma unroll
+    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      const float* kr = ptrs[key];
+      cp_async16(stage + key * kHd + c, kr ? kr + c : kv, kr != nullptr);
+    }
+    cp_async_commit();
+  };
+  if (j_begin < j_end) {
+    resolve(j_begin, kp);
+    __syncthreads();
+    issue(kp);
+  }
+  // The block's query heads to bf16 (rows past nh: zeros) while the first keys are in flight.
+  {
+    const float* qrow = q + (r * heads + h0) * kHd;
+    constexpr int kQLoads = kNarrowHeads * (kHd / 4) / kThreads;
+    float4 v[kQLoads];
+#pragma unroll
+    for (int u = 0; u < kQLoads; ++u) {
+      const int idx = u * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      v[u] = h < nh ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * kHd + c) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kQLoads; ++u) {
+      const int idx = u * kThreads + tid, h = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      store_bf16x4(Qs + h * kLd + c, v[u]);
+    }
+  }
+  float o[8][4];  // heads g, g + 8 x this warp's dims 64 warp .. +64 (8 n-tiles)
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_own[2] = {-INFINITY, -INFINITY}, l_own[2] = {0.0f, 0.0f};  // heads 2 warp, 2 warp + 1 (every lane)
+  int buf = 0;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile, buf ^= 1) {
+    cp_async_wait<0>();
+    __syncthreads();  // the tile has landed; the previous tile's readers are done with Ks and P
+#pragma unroll
+    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+      store_bf16x4(Ks + key * kLd + c, *reinterpret_cast<const float4*>(stage + key * kHd + c));
+    }
+    const bool more = j0 + kKeyTile < j_end;
+    if (more) resolve(j0 + kKeyTile, kp + (buf ^ 1) * kKeyTile);
+    __syncthreads();  // Ks holds the tile, stage is free, the next pointers are known
+    if (more) issue(kp + (buf ^ 1) * kKeyTile);
+    const float* const* cur = kp + buf * kKeyTile;
+
+    // Partial S over dims 64 warp .. +64: 16 heads x 32 keys (4 n-tiles)
+    float sacc[4][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int k0 = warp * 64 + ks * 16;
+      uint32_t a[4];
+      ldmatrix_x4(a, Qs + (lane & 15) * kLd + k0 + (lane >> 4) * 8);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, Ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLd + k0 + ((lane >> 3) & 1) * 8);
+        mma_bf16(sacc[2 * np], a, bk[0], bk[1]);
+        mma_bf16(sacc[2 * np + 1], a, bk[2], bk[3]);
+      }
+    }
+    float* sp = Sp + warp * kNarrowHeads * kSpLd;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      sp[g * kSpLd + nt * 8 + 2 * t4] = sacc[nt][0];
+      sp[g * kSpLd + nt * 8 + 2 * t4 + 1] = sacc[nt][1];
+      sp[(g + 8) * kSpLd + nt * 8 + 2 * t4] = sacc[nt][2];
+      sp[(g + 8) * kSpLd + nt * 8 + 2 * t4 + 1] = sacc[nt][3];
+    }
+    __syncthreads();
+
+    // Softmax of heads 2 warp + i over the tile: lane = key; the eight partials summed in warp order.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int h = 2 * warp + i;
+      float sv = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kThreads / 32; ++w) sv += Sp[(w * kNarrowHeads + h) * kSpLd + lane];
+      sv = cur[lane] != nullptr ? sv * scale : -INFINITY;
+      const float mn = fmaxf(m_own[i], warp_max(sv));
+      // A head with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
+      const float corr = mn == -INFINITY ? 1.0f : expf(m_own[i] - mn);
+      const float pv = sv == -INFINITY ? 0.0f : expf(sv - mn);
+      l_own[i] = l_own[i] * corr + warp_sum(pv);
+      m_own[i] = mn;
+      P[h * kPld + lane] = __float2bfloat16_rn(pv);
+      if (lane == 0) corr_s[h] = corr;
+    }
+    __syncthreads();  // P and the rescale factors are ready
+
+    const float ca = corr_s[g], cb = corr_s[g + 8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      o[i][0] *= ca;
+      o[i][1] *= ca;
+      o[i][2] *= cb;
+      o[i][3] *= cb;
+    }
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      uint32_t pf[4];
+      ldmatrix_x4(pf, P + (lane & 15) * kPld + ks * 16 + (lane >> 4) * 8);
+      const __nv_bfloat16* vrow = Ks + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + warp * 64 + (lane >> 4) * 8;
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, vrow + np * 16);
+        mma_bf16(o[2 * np], pf, bv[0], bv[1]);
+        mma_bf16(o[2 * np + 1], pf, bv[2], bv[3]);
+      }
+    }
+  }
+  if (lane == 0) {
+    m_s[2 * warp] = m_own[0], m_s[2 * warp + 1] = m_own[1];
+    l_s[2 * warp] = l_own[0], l_s[2 * warp + 1] = l_own[1];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int hl = g + half * 8;
+    if (hl >= nh) continue;
+    const int h = h0 + hl;
+    const float m = m_s[hl], l = l_s[hl];
+    if (n_splits > 1) {  // this share's unnormalised sum with its max and denominator; the sink joins in the combine
+      float* pp = part + ((r * heads + h) * n_splits + split) * (kHd + 2);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<float2*>(pp + warp * 64 + nt * 8 + 2 * t4) = make_float2(o[nt][2 * half], o[nt][2 * half + 1]);
+      if (warp == 0 && t4 == 0) {
+        pp[kHd] = m;
+        pp[kHd + 1] = l;
+      }
+    } else {
+      const float sink = sinks[h];
+      const float mx = fmaxf(m, sink);
+      const float f = l > 0.0f ? expf(m - mx) : 0.0f;
+      const float inv = 1.0f / (l * f + expf(sink - mx));
+      float* orow = out + (r * heads + h) * kHd + warp * 64;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) = make_float2(o[nt][2 * half] * f * inv, o[nt][2 * half + 1] * f * inv);
+    }
+  }
+}
+
 }  // namespace
 
 bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
@@ -224,15 +420,23 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
 
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
-                          RopeDev unrope) {
+                          RopeDev unrope, int head_tile) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
-  if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial)) return cudaErrorInvalidValue;
-  if (const cudaError_t e = allow_smem<mqa_attention_kernel>(kSmemBytes); e != cudaSuccess) return e;
-  const int groups = (heads + kHeadTile - 1) / kHeadTile;
+  if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial) || (head_tile != kHeadTile && head_tile != kNarrowHeads))
+    return cudaErrorInvalidValue;
+  const bool narrow = head_tile == kNarrowHeads;
+  if (const cudaError_t e = narrow ? allow_smem<mqa_attention_narrow_kernel>(kNarrowSmemBytes) : allow_smem<mqa_attention_kernel>(kSmemBytes);
+      e != cudaSuccess)
+    return e;
+  const int groups = (heads + head_tile - 1) / head_tile;
   const int64_t blocks = static_cast<int64_t>(b.rows) * groups * n_splits;
   if (blocks > 2147483647) return cudaErrorInvalidValue;
-  launch(mqa_attention_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L,
-                                                                                   out, n_splits, partial);
+  if (narrow)
+    launch(mqa_attention_narrow_kernel, static_cast<unsigned>(blocks), kThreads, kNarrowSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads,
+                                                                                                    b, st, L, out, n_splits, partial);
+  else
+    launch(mqa_attention_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L,
+                                                                                     out, n_splits, partial);
   if (n_splits > 1)
     return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s, unrope, b.positions);
   if (unrope.inv_freq) return rope(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);

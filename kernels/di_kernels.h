@@ -186,10 +186,12 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
 // The same attention on the tensor cores for head_dim 512 (bf16 operands, fp32 accumulation and
 // softmax; kernels/attention_mqa.cu): each key is read once per group of 64 heads. Supported when
 // the state layout keeps every key row 16-byte aligned. partial: rows * heads * n_splits * 514 floats.
+// head_tile: heads a block, 64 or 16 (decode: 4x the blocks, a quarter of the query staging and
+// partial output each).
 bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
-                          RopeDev unrope = {});
+                          RopeDev unrope = {}, int head_tile = 64);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,

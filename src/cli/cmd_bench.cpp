@@ -99,6 +99,7 @@ constexpr Knob kKnobs[] = {
      "GEMV kernels for products of <= 4 rows (routed + shared experts as one op, linears) vs cuBLAS / tile kernels"},
     {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
     {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
+    {"narrow_attention", 0, 1, "attention", "decode attention in blocks of 16 heads vs 64"},
     {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, sublayer norm in hc_pre, next mix in hc_post, gate in route, "

@@ -586,7 +586,8 @@ class CudaBackend final : public Backend {
   // at most that many rows by kernels::gemv and the expert GEMV kernels; 0: cuBLAS and the tile
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
-  // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4.
+  // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
+  // narrow_attention 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -611,7 +612,7 @@ class CudaBackend final : public Backend {
       return true;
     }
     static constexpr std::pair<const char*, bool CudaBackend::*> kSwitches[] = {
-        {"blas_moe", &CudaBackend::blas_moe_},
+        {"blas_moe", &CudaBackend::blas_moe_},             {"narrow_attention", &CudaBackend::narrow_attention_},
         {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
@@ -1001,7 +1002,10 @@ class CudaBackend final : public Backend {
       // batches share each row's keys among up to 16 blocks, ~2 blocks per SM. From the batch shape
       // alone, so that a graph replay sums in the same order as the eager step. (32 shares measured
       // no better at batch 1: the merge grows by what the shares save.)
-      const int64_t blocks = q.rows * ((heads + 63) / 64);
+      // Decode rows (<= 4): blocks of 16 heads, each staging and writing a quarter of a 64-head block's
+      // queries and partial output (narrow_attention_).
+      const int head_tile = narrow_attention_ && q.rows <= kn::kGemvMaxRows ? 16 : 64;
+      const int64_t blocks = q.rows * ((heads + head_tile - 1) / head_tile);
       const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 16));
       float* part = nullptr;
       if (splits > 1) {
@@ -1009,7 +1013,7 @@ class CudaBackend final : public Backend {
         if (!part) return;
       }
       check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
-                              layers_[layer], out.data, stream_, splits, part, un),
+                              layers_[layer], out.data, stream_, splits, part, un, head_tile),
             "attention (tensor cores)");
       return;
     }
@@ -1648,6 +1652,7 @@ class CudaBackend final : public Backend {
   bool mqa_indexer_ = true;       // bf16 mode: tensor-core indexer scores (kernels/indexer_mqa.cu)
   bool big_moe_tiles_ = true;     // bf16 mode: 128-row expert tiles when experts average 32+ rows
   bool blas_moe_ = true;          // ... and then (eager forwards) the expert products through cuBLAS
+  bool narrow_attention_ = true;  // decode attention (tensor cores) in blocks of 16 heads, not 64
   bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
   int gemv_rows_ = kn::kGemvMaxRows;  // bf16 products of at most this many rows: GEMV kernels
   // Decode (rows <= gemv_rows): products of one input as one launch, the sublayer norm inside hc_pre,
