@@ -19,6 +19,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <fstream>
 #include <random>
 #include <string>
@@ -144,7 +145,9 @@ class Bench {
   // Decode at `context` for every batch size; then the breakdown.
   Result<void> decode(int context) {
     const int max_b = *std::max_element(a_.batch_sizes.begin(), a_.batch_sizes.end());
-    const int steps = a_.eager_steps + a_.warmup + a_.output_len + 2 * a_.host_logit_steps + 7;
+    // Every step a sequence takes, the breakdown's and the knob comparisons' included.
+    const int knob_steps = a_.compare ? static_cast<int>(std::size(kKnobs)) * (a_.warmup + a_.output_len + 1) : 0;
+    const int steps = a_.eager_steps + a_.warmup + a_.output_len + 2 * a_.host_logit_steps + 7 + 1 + knob_steps;
     RunnerOptions ro;
     ro.max_sequences = max_b;
     ro.max_context = context + steps + 8;
