@@ -81,14 +81,19 @@ __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* 
 
 // One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows). With
 // positions, the normalised group (a head) is then rotated (rope.rope_dim trailing channels).
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, int64_t cols, int group, bool vec, RopeDev rope,
-                                const int32_t* __restrict__ positions, float* out) {
+// A block per group of a row: blocks [0, first_block) normalise a, the rest b.
+__global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block, float eps, int group, bool vec, RopeDev rope,
+                                const int32_t* __restrict__ positions) {
   pdl_begin();
   __shared__ float red[32];
-  const int64_t groups_per_row = cols / group;
-  const int64_t r = blockIdx.x / groups_per_row, g = blockIdx.x % groups_per_row;
-  const float* xi = x + r * cols + g * group;
-  float* oi = out + r * cols + g * group;
+  const bool second = blockIdx.x >= first_block;
+  const NormTensor t = second ? b : a;
+  const float* __restrict__ w = t.weight;
+  const int64_t block = blockIdx.x - (second ? first_block : 0);
+  const int64_t groups_per_row = t.cols / group;
+  const int64_t r = block / groups_per_row, g = block % groups_per_row;
+  const float* xi = t.x + r * t.cols + g * group;
+  float* oi = t.out + r * t.cols + g * group;
   float ss = 0.0f;
   if (vec) {
     for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
@@ -743,13 +748,20 @@ cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab
 
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
                      cudaStream_t s, const RopeDev* rope, const int32_t* positions) {
-  if (rows <= 0 || cols <= 0 || group <= 0) return cudaSuccess;
-  const int64_t blocks = rows * (cols / group);
+  return rms_norm_pair(NormTensor{x, weight, cols, out}, NormTensor{}, eps, rows, group, s, rope, positions);
+}
+
+cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s, const RopeDev* rope,
+                          const int32_t* positions) {
+  if (rows <= 0 || group <= 0 || a.cols % group != 0 || b.cols % group != 0) return rows <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+  const int64_t first = rows * (a.cols / group), blocks = first + rows * (b.cols / group);
+  if (blocks == 0) return cudaSuccess;
   const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
   auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = group % 4 == 0 && cols % 4 == 0 && al(x) && al(weight) && al(out);
-  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(x, weight, eps, cols, group, vec, rope ? *rope : RopeDev{},
-                                                                       rope ? positions : nullptr, out);
+  auto vec_ok = [&](const NormTensor& t) { return t.cols % 4 == 0 && al(t.x) && al(t.weight) && al(t.out); };
+  const bool vec = group % 4 == 0 && vec_ok(a) && vec_ok(b);
+  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(a, b, first, eps, group, vec, rope ? *rope : RopeDev{},
+                                                                       rope ? positions : nullptr);
   return cudaGetLastError();
 }
 

@@ -74,6 +74,15 @@ cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab
 // rope(..., head_dim = group, inverse = false) would.
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
                      cudaStream_t s, const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
+// rms_norm of two tensors of the same rows (and group, eps, rope) in one launch.
+struct NormTensor {
+  const float* x = nullptr;
+  const float* weight = nullptr;  // group floats, or null
+  int64_t cols = 0;               // a multiple of the group (0: no tensor)
+  float* out = nullptr;
+};
+cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s,
+                          const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);
@@ -136,6 +145,10 @@ struct GemvList {
   GemvProduct p[kGemvMaxProducts];
   int64_t first_block[kGemvMaxProducts] = {};  // set by gemv_list
   int count = 0;
+  // When set (k floats, 16-byte aligned; plain products only): the products are of x's rows
+  // normalised to unit RMS over their k columns, times norm (rms_norm's result, which is not stored).
+  const float* norm = nullptr;
+  float norm_eps = 0.0f;
 };
 cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s);
 // Warps per block of gemv / gemv_list: 4 (4 blocks a multiprocessor, the default) or 8 (2 blocks).

@@ -47,13 +47,23 @@ __device__ __forceinline__ float dot8(uint4 w, const float4 a, const float4 b, f
   return acc;
 }
 
+// The input norm of a product of normalised rows (GemvList::norm): the norm's weight, and per row
+// the sum of squares of the chunks this lane read.
+template <int R>
+struct RowNorm {
+  const float4* gamma = nullptr;
+  float ss[R] = {};
+};
+
 // acc[j][r] += Σ over this lane's chunks c (c = first, first + step, ... < n8) of w[j] chunk c · x[r] chunk c,
 // with U chunks of every weight row in flight (J U 16-byte loads per lane; the last round predicated,
 // so that short rows keep all their loads in flight too). kPreload (one row): the round's activations
-// are loaded together with the weights, not one chunk after the other (more registers).
-template <int R, int J, int U, bool kPreload = false>
+// are loaded together with the weights, not one chunk after the other (more registers). kNorm: x[r]
+// chunk c times the norm's weight chunk c, and nrm.ss[r] += |x[r] chunk c|^2 (the caller scales by
+// the row's inverse RMS at the end).
+template <int R, int J, int U, bool kPreload = false, bool kNorm = false>
 __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float4* const (&x)[R], int64_t first, int64_t step, int64_t n8,
-                                         float (&acc)[J][R]) {
+                                         float (&acc)[J][R], RowNorm<R>& nrm) {
   for (int64_t c = first; c < n8; c += U * step) {
     uint4 wv[U][J];
 #pragma unroll
@@ -73,10 +83,22 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (c + u * step >= n8) break;
+      float4 ga{}, gb{};
+      if constexpr (kNorm) {
+        ga = __ldg(nrm.gamma + 2 * (c + u * step));
+        gb = __ldg(nrm.gamma + 2 * (c + u * step) + 1);
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const float4 a = kPre ? xa[u][0] : __ldg(x[r] + 2 * (c + u * step));
-        const float4 b = kPre ? xa[u][1] : __ldg(x[r] + 2 * (c + u * step) + 1);
+        float4 a = kPre ? xa[u][0] : __ldg(x[r] + 2 * (c + u * step));
+        float4 b = kPre ? xa[u][1] : __ldg(x[r] + 2 * (c + u * step) + 1);
+        if constexpr (kNorm) {
+          float q = nrm.ss[r];
+          q = fmaf(a.x, a.x, q), q = fmaf(a.y, a.y, q), q = fmaf(a.z, a.z, q), q = fmaf(a.w, a.w, q);
+          q = fmaf(b.x, b.x, q), q = fmaf(b.y, b.y, q), q = fmaf(b.z, b.z, q), nrm.ss[r] = fmaf(b.w, b.w, q);
+          a = make_float4(a.x * ga.x, a.y * ga.y, a.z * ga.z, a.w * ga.w);
+          b = make_float4(b.x * gb.x, b.y * gb.y, b.z * gb.z, b.w * gb.w);
+        }
 #pragma unroll
         for (int j = 0; j < J; ++j) acc[j][r] = dot8(wv[u][j], a, b, acc[j][r]);
       }
@@ -88,10 +110,13 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
 // of J outputs; warp w owns group w / ks and the column share w % ks (ks in 1, 2, 4, 8: small output
 // counts split the columns to fill the GPU). Output o of group g = o / n_group reads x columns
 // [g k, g k + k). Shares are added in share order. W warps a block, 16 warps a multiprocessor.
-template <int R, int J, int W>
+// kNorm (list.norm, plain products): each warp sums the squares of the x chunks it reads, and the
+// shares' sums give the row's inverse RMS, applied to the sum: out = inv_rms(x) (x * norm) · w.
+template <int R, int J, int W, bool kNorm>
 __global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
                                                            GemvList list) {
   __shared__ float red[W][J][R];
+  __shared__ float red_ss[kNorm ? W : 1][R];
   int p = 0;
   while (p + 1 < list.count && static_cast<int64_t>(blockIdx.x) >= list.first_block[p + 1]) ++p;
   const GemvProduct& pr = list.p[p];
@@ -108,12 +133,14 @@ __global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __res
   if (o0 < n_out) prefetch_rows<J, 4>(wr, share * 32 + lane, 32 * ks, n8);
   pdl_begin();
   float acc[J][R] = {};
+  RowNorm<R> nrm;
+  nrm.gamma = reinterpret_cast<const float4*>(list.norm);
   if (o0 < n_out) {
     const float4* xr[R];
     const int64_t col = (o0 / pr.n_group) * k;  // J divides n_group: one group per warp
 #pragma unroll
     for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const float4*>(x + min(r, rows - 1) * ldx + col);
-    dot_rows<R, J, 4, true>(wr, xr, share * 32 + lane, 32 * ks, n8, acc);
+    dot_rows<R, J, 4, true, kNorm>(wr, xr, share * 32 + lane, 32 * ks, n8, acc, nrm);
   }
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -122,6 +149,13 @@ __global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __res
       const float v = warp_sum(acc[j][r]);
       if (lane == 0) red[warp][j][r] = v;
     }
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = warp_sum(nrm.ss[r]);
+      if (lane == 0) red_ss[warp][r] = v;
+    }
+  }
   __syncthreads();
   const int t = threadIdx.x;
   if (t < per_block * J * R) {
@@ -130,6 +164,11 @@ __global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __res
     if (o < n_out && r < rows) {
       float s = 0.0f;
       for (int i = 0; i < ks; ++i) s += red[g * ks + i][j][r];
+      if constexpr (kNorm) {
+        float ss = 0.0f;
+        for (int i = 0; i < ks; ++i) ss += red_ss[g * ks + i][r];
+        s *= 1.0f / sqrtf(ss / static_cast<float>(k) + list.norm_eps);
+      }
       pr.out[r * pr.ldo + o] = s;
     }
   }
@@ -194,7 +233,8 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float
     const uint4* wr[2 * J];
     rows_of(wr);
     const float4* xr[1] = {reinterpret_cast<const float4*>(x + en.t * d)};
-    dot_rows<1, 2 * J, 8 / J>(wr, xr, lane, 32, d / 8, acc);
+    RowNorm<1> none;
+    dot_rows<1, 2 * J, 8 / J>(wr, xr, lane, 32, d / 8, acc, none);
   }
   const float wt = en.scale(ex);
 #pragma unroll
@@ -235,7 +275,8 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* _
     const uint4* wr[J];
     rows_of(wr);
     const float4* xr[1] = {reinterpret_cast<const float4*>(h + e * inter)};
-    dot_rows<1, J, 4>(wr, xr, lane, 32, inter / 8, acc);
+    RowNorm<1> none;
+    dot_rows<1, J, 4>(wr, xr, lane, 32, inter / 8, acc, none);
   }
   float v[J];
 #pragma unroll
@@ -270,7 +311,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* _
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <int R>
+template <int R, bool kNorm>
 cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, cudaStream_t s) {
   // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more
   // rows (their activations cost registers too), 1 where groups are odd.
@@ -300,10 +341,17 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
     return cudaGetLastError();
   };
   if constexpr (R == 1) {
-    if (J == 4) return W == 4 ? go(gemv_kernel<1, 4, 4>) : go(gemv_kernel<1, 4, kWarps>);
+    if (J == 4) return W == 4 ? go(gemv_kernel<1, 4, 4, kNorm>) : go(gemv_kernel<1, 4, kWarps, kNorm>);
   }
-  if (J == 2) return W == 4 ? go(gemv_kernel<R, 2, 4>) : go(gemv_kernel<R, 2, kWarps>);
-  return W == 4 ? go(gemv_kernel<R, 1, 4>) : go(gemv_kernel<R, 1, kWarps>);
+  if (J == 2) return W == 4 ? go(gemv_kernel<R, 2, 4, kNorm>) : go(gemv_kernel<R, 2, kWarps, kNorm>);
+  return W == 4 ? go(gemv_kernel<R, 1, 4, kNorm>) : go(gemv_kernel<R, 1, kWarps, kNorm>);
+}
+
+template <bool kNorm>
+cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+  if (rows == 1) return launch_gemv<1, kNorm>(x, rows, ldx, k, list, s);
+  if (rows == 2) return launch_gemv<2, kNorm>(x, rows, ldx, k, list, s);
+  return launch_gemv<4, kNorm>(x, rows, ldx, k, list, s);
 }
 
 }  // namespace
@@ -318,17 +366,19 @@ cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, cons
   if (rows <= 0) return cudaSuccess;
   if (rows > kGemvMaxRows || list.count < 1 || list.count > kGemvMaxProducts) return cudaErrorInvalidValue;
   GemvList l;
+  l.norm = list.norm;
+  l.norm_eps = list.norm_eps;
+  if (l.norm && !aligned16(l.norm)) return cudaErrorInvalidValue;
   for (int p = 0; p < list.count; ++p) {
     const GemvProduct& pr = list.p[p];
     if (pr.n_out <= 0) continue;  // nothing to write
     if (pr.n_group <= 0 || pr.n_out % pr.n_group != 0 || !gemv_supported(x, ldx, pr.w, k)) return cudaErrorInvalidValue;
+    if (l.norm && pr.n_group != pr.n_out) return cudaErrorInvalidValue;  // the norm is over the whole row
     l.p[l.count++] = pr;
   }
   if (l.count == 0) return cudaSuccess;
   const int r = static_cast<int>(rows);
-  if (r == 1) return launch_gemv<1>(x, r, ldx, k, l, s);
-  if (r == 2) return launch_gemv<2>(x, r, ldx, k, l, s);
-  return launch_gemv<4>(x, r, ldx, k, l, s);
+  return l.norm ? launch_gemv_rows<true>(x, r, ldx, k, l, s) : launch_gemv_rows<false>(x, r, ldx, k, l, s);
 }
 
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,

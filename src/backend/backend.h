@@ -206,6 +206,13 @@ class Backend {
   virtual void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) {
     for (size_t i = 0; i < ws.size() && i < outs.size(); ++i) linear(x, *ws[i], outs[i]);
   }
+  // outs[i] = rms_norm(x) @ ws[i]^T: x normalised to unit RMS over all its columns (times weight when
+  // given), then the products. x may be left normalised in place (the default does so), or as it was.
+  virtual void rms_norm_linears(Tensor x, const DeviceWeight* weight, float eps, std::span<const DeviceWeight* const> ws,
+                                std::span<const Tensor> outs) {
+    rms_norm(x, weight, eps, static_cast<int>(x.cols), x);
+    linears(x, ws, outs);
+  }
   // y_g = x_g @ w[g]^T for each of `groups` column groups of x; w is [groups * n, cols / groups]
   virtual void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) = 0;
   // Normalises each run of `group` columns to unit RMS, times weight[group] when given. In place ok.
@@ -217,6 +224,12 @@ class Backend {
   virtual void rms_norm_rope(Tensor x, const DeviceWeight* weight, float eps, int head_dim, const Rope& r, Tensor out) {
     rms_norm(x, weight, eps, head_dim, out);
     rope(out, head_dim, r, false);
+  }
+  // rms_norm_rope of a and of b (the same rows), as one op where the backend can. In place ok.
+  virtual void rms_norm_rope_pair(Tensor a, const DeviceWeight* weight_a, Tensor b, const DeviceWeight* weight_b, float eps, int head_dim,
+                                  const Rope& r) {
+    rms_norm_rope(a, weight_a, eps, head_dim, r, a);
+    rms_norm_rope(b, weight_b, eps, head_dim, r, b);
   }
   // a += b
   virtual void add(Tensor a, Tensor b) = 0;

@@ -103,8 +103,8 @@ constexpr Knob kKnobs[] = {
     {"narrow_attention", 0, 1, "attention", "decode attention in blocks of 16 heads vs 64"},
     {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
     {"decode_fusions", 0, 1, "hc_pre",
-     "decode fusions (one launch for a layer's products of one input, sublayer norm in hc_pre, next mix in hc_post, gate in route, "
-     "inverse rope in the attention merge) vs a launch each"},
+     "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "
+     "hc_pre, next mix in hc_post, gate in route, inverse rope in the attention merge) vs a launch each"},
 };
 
 double op_ms(const std::vector<OpTime>& prof, const char* op) {

@@ -295,11 +295,17 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
   }
   be_.linears(x, ws, outs);
 
-  be_.rms_norm(qa, L.q_norm.get(), eps, c.q_lora_rank, qa);
-  Tensor q = be_.scratch_uninit(T, c.num_heads * hd);
-  be_.linear(qa, *L.wq_b, q);
-  be_.rms_norm_rope(q, nullptr, eps, static_cast<int>(hd), rope, q);
-  be_.rms_norm_rope(kv, L.kv_norm.get(), eps, static_cast<int>(hd), rope, kv);
+  // The products of the normalised qa: wq_b, and the indexer's queries.
+  Tensor q = be_.scratch_uninit(T, c.num_heads * hd), iq;
+  std::vector<const DeviceWeight*> q_ws = {L.wq_b.get()};
+  std::vector<Tensor> q_outs = {q};
+  if (L.type == AttentionType::kCsa) {
+    iq = be_.scratch_uninit(T, c.index_heads * c.index_head_dim);
+    q_ws.push_back(L.idx_wq_b.get());
+    q_outs.push_back(iq);
+  }
+  be_.rms_norm_linears(qa, L.q_norm.get(), eps, q_ws, q_outs);
+  be_.rms_norm_rope_pair(q, nullptr, kv, L.kv_norm.get(), eps, static_cast<int>(hd), rope);
 
   IntTensor selected;
   if (L.type != AttentionType::kSliding)
@@ -307,8 +313,6 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
   if (L.type == AttentionType::kCsa) {
     const int64_t ihd = c.index_head_dim;
     be_.compress(index, ikv, igate, Compressor{L.idx_comp_ape.get(), L.idx_comp_norm.get(), eps, true, rope});
-    Tensor iq = be_.scratch_uninit(T, c.index_heads * ihd);
-    be_.linear(qa, *L.idx_wq_b, iq);
     be_.rope(iq, static_cast<int>(ihd), rope, false);
     selected = be_.scratch_int_uninit(T, c.index_topk);
     be_.indexer_topk(index, iq, iw, c.index_heads, selected);

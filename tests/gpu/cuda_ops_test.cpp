@@ -181,6 +181,36 @@ TEST_F(CudaOps, LinearsSharingAnInput) {
   }
 }
 
+// Products of normalised rows: at up to 4 rows the norm is inside the GEMV launch (x stays as it
+// was), above that the two ops. Sizes of V4's wq_b and indexer wq_b among them.
+TEST_F(CudaOps, RmsNormLinears) {
+  const std::vector<int64_t> sizes = {4096, 1024, 72, 8};
+  for (int64_t T : {1, 2, 3, 4, 6}) {
+    for (int64_t K : {1024, 200}) {
+      ForwardBatch b = rows_batch(static_cast<int32_t>(T));
+      t.begin(b);
+      auto x = t.tensor(testing::randn(static_cast<size_t>(T * K), rng, 4.0f), T, K);
+      auto norm = t.floats(testing::randn(static_cast<size_t>(K), rng), 1, K);
+      std::vector<Twin::W2> w;
+      std::vector<Twin::T2> outs;
+      std::vector<const DeviceWeight*> wc, wg;
+      std::vector<Tensor> oc, og;
+      for (int64_t n : sizes) {
+        w.push_back(t.floats(testing::randn(static_cast<size_t>(n * K), rng, 1.0f / std::sqrt(static_cast<float>(K))), n, K));
+        outs.push_back(t.zeros(T, n));
+        wc.push_back(w.back().c.get());
+        wg.push_back(w.back().g.get());
+        oc.push_back(outs.back().c);
+        og.push_back(outs.back().g);
+      }
+      t.cpu->rms_norm_linears(x.c, norm.c.get(), 1e-6f, wc, oc);
+      t.gpu->rms_norm_linears(x.g, norm.g.get(), 1e-6f, wg, og);
+      for (size_t i = 0; i < sizes.size(); ++i)
+        t.compare(fmt::format("rms_norm_linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), outs[i], kBf16Tol);
+    }
+  }
+}
+
 TEST_F(CudaOps, GroupedLinear) {
   struct Case {
     int64_t T;
@@ -237,6 +267,14 @@ TEST_F(CudaOps, RmsNormRopeAddGatherEmbed) {
       t.cpu->rms_norm_rope(x.c, weighted ? w.c.get() : nullptr, 1e-6f, head_dim, rc, x.c);
       t.gpu->rms_norm_rope(x.g, weighted ? w.g.get() : nullptr, 1e-6f, head_dim, rg, x.g);
       t.compare(fmt::format("rms_norm_rope in place head_dim={} weight={}", head_dim, weighted), x, kF32Tol);
+    }
+    {  // two tensors in one op (a query of `heads` heads, a key of one head with a weight), in place
+      auto w = t.floats(testing::randn(static_cast<size_t>(head_dim), rng), 1, head_dim);
+      auto k = t.tensor(testing::randn(static_cast<size_t>(T * head_dim), rng, 2.0f), T, head_dim);
+      t.cpu->rms_norm_rope_pair(x.c, nullptr, k.c, w.c.get(), 1e-6f, head_dim, rc);
+      t.gpu->rms_norm_rope_pair(x.g, nullptr, k.g, w.g.get(), 1e-6f, head_dim, rg);
+      t.compare(fmt::format("rms_norm_rope_pair first head_dim={} rope_dim={}", head_dim, rope_dim), x, kF32Tol);
+      t.compare(fmt::format("rms_norm_rope_pair second head_dim={} rope_dim={}", head_dim, rope_dim), k, kF32Tol);
     }
   }
   {

@@ -747,21 +747,40 @@ class CudaBackend final : public Backend {
     gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
   }
 
-  // Decode: the products as one GEMV launch. Else one product after the other.
-  void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) override {
+  // Decode: products of one input as one GEMV launch (false: they are not for one).
+  bool gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list) {
     bool one_launch = decode_fusions_ && x.rows <= gemv_rows_ && !ws.empty() && ws.size() == outs.size() &&
                       ws.size() <= kn::kGemvMaxProducts;
-    kn::GemvList list;
     for (size_t i = 0; one_launch && i < ws.size(); ++i) {
       const CudaWeight& w = cw(*ws[i]);
       one_launch = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows &&
                    kn::gemv_supported(x.data, x.cols, w.b16, x.cols);
       list.p[list.count++] = kn::GemvProduct{w.b16, outs[i].data, w.rows, w.rows, outs[i].cols};
     }
-    if (!one_launch) return Backend::linears(x, ws, outs);
+    return one_launch;
+  }
+
+  // Decode: the products as one GEMV launch. Else one product after the other.
+  void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) override {
+    kn::GemvList list;
+    if (!gemv_list_of(x, ws, outs, list)) return Backend::linears(x, ws, outs);
     Op op(*this, "linears (GEMV)");
     if (!op) return;
     check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
+  }
+
+  // Decode: the norm inside the products' GEMV launch (x is left as it was). Else the two ops.
+  void rms_norm_linears(Tensor x, const DeviceWeight* weight, float eps, std::span<const DeviceWeight* const> ws,
+                        std::span<const Tensor> outs) override {
+    kn::GemvList list;
+    const CudaWeight* nw = weight ? &cw(*weight) : nullptr;  // (an unweighted norm: the two ops)
+    if (!nw || !nw->f32 || nw->rows * nw->cols != x.cols || !gemv_list_of(x, ws, outs, list))
+      return Backend::rms_norm_linears(x, weight, eps, ws, outs);
+    Op op(*this, "rms_norm + linears (GEMV)");
+    if (!op) return;
+    list.norm = nw->f32;
+    list.norm_eps = eps;
+    check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list with the input norm");
   }
 
   void grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) override {
@@ -799,6 +818,28 @@ class CudaBackend final : public Backend {
     const kn::RopeDev r = rope_dev(rope);
     if ((weight && !wt) || !r.inv_freq) return;
     check(kn::rms_norm(x.data, wt, eps, x.rows, x.cols, head_dim, out.data, stream_, &r, bdev_.positions), "rms_norm + rope");
+  }
+
+  // One launch for both (a decode step's query and key norms).
+  void rms_norm_rope_pair(Tensor a, const DeviceWeight* weight_a, Tensor b, const DeviceWeight* weight_b, float eps, int head_dim,
+                          const Rope& rope) override {
+    if (!decode_fusions_) return Backend::rms_norm_rope_pair(a, weight_a, b, weight_b, eps, head_dim, rope);
+    Op op(*this, "rms_norm + rope");
+    if (!op) return;
+    auto fits = [&](Tensor x, const DeviceWeight* w) {
+      return x.cols % head_dim == 0 && x.rows == bdev_.rows && (!w || w->rows * w->cols == head_dim);
+    };
+    if (!expect(head_dim > 0 && fits(a, weight_a) && fits(b, weight_b) && rope.rope_dim <= head_dim && rope.rope_dim % 2 == 0,
+                "rms_norm_rope_pair: [{}, {}] and [{}, {}] with head_dim {} and rope_dim {}", a.rows, a.cols, b.rows, b.cols, head_dim,
+                rope.rope_dim))
+      return;
+    const float* wa = weight_a ? fvec(*weight_a, "rms_norm weight") : nullptr;
+    const float* wb = weight_b ? fvec(*weight_b, "rms_norm weight") : nullptr;
+    const kn::RopeDev r = rope_dev(rope);
+    if ((weight_a && !wa) || (weight_b && !wb) || !r.inv_freq) return;
+    check(kn::rms_norm_pair(kn::NormTensor{a.data, wa, a.cols, a.data}, kn::NormTensor{b.data, wb, b.cols, b.data}, eps, a.rows, head_dim,
+                            stream_, &r, bdev_.positions),
+          "rms_norm + rope (pair)");
   }
 
   void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) override {
