@@ -218,9 +218,12 @@ bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev&
 void set_indexer_rows_per_block(int rows);
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s);
-// Top k of each row's visible scores, sorted by score (ties: lower index first), -1 padded. k <= 4096.
+// Top k of each row's visible scores (ties: lower index first), in index order, -1 padded. k <= 4096.
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s);
+// Rows of up to 16 K entries held in registers by topk_rows (the default), or read every pass as
+// longer rows are (false: the comparison and its test).
+void set_topk_in_registers(bool on);
 
 // --- MoE (moe.cu)
 enum class ScoreFunc : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };

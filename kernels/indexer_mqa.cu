@@ -61,11 +61,23 @@ __global__ void __launch_bounds__(R * 128) indexer_scores_mqa_kernel(const float
                 ? weights[(row_begin + i0 + j) * heads + h] / sqrtf(static_cast<float>(heads)) / sqrtf(static_cast<float>(dim))
                 : 0.0f;
   }
-  for (int idx = tid; idx < R * kHeads * d4; idx += blockDim.x) {
-    const int jh = idx / d4, j = jh / kHeads, h = jh % kHeads, c = (idx % d4) * 4;
-    const float* qrow = q + (row_begin + i0 + j) * heads * dim;
-    store_bf16x4(Qs + jh * kLd + c, h < heads && i0 + j < n_rows ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * dim + c)
-                                                                  : make_float4(0, 0, 0, 0));
+  // The queries to bf16, kBatch loads in flight per thread before any is stored (a round of
+  // latency per batch, not per load).
+  constexpr int kBatch = R == 1 ? 8 : 4;
+  for (int idx0 = tid; idx0 < R * kHeads * d4; idx0 += kBatch * blockDim.x) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = idx0 + u * blockDim.x, jh = idx / d4, j = jh / kHeads, h = jh % kHeads, c = (idx % d4) * 4;
+      const float* qrow = q + (row_begin + i0 + j) * heads * dim;
+      v[u] = idx < R * kHeads * d4 && h < heads && i0 + j < n_rows ? *reinterpret_cast<const float4*>(qrow + static_cast<int64_t>(h) * dim + c)
+                                                                   : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = idx0 + u * blockDim.x;
+      if (idx < R * kHeads * d4) store_bf16x4(Qs + (idx / d4) * kLd + (idx % d4) * 4, v[u]);
+    }
   }
   const int passes = shared ? 1 : R;
   for (int tile = 0; tile < tiles_per_block; ++tile) {
@@ -80,10 +92,19 @@ __global__ void __launch_bounds__(R * 128) indexer_scores_mqa_kernel(const float
         kp[tid] = e < kvis ? entry_ptr(b, st, L, b.seqs[seq[shared ? 0 : p]], static_cast<int32_t>(e), L.index_key_offset, dim) : nullptr;
       }
       __syncthreads();
-      for (int idx = tid; idx < kTile * d4; idx += blockDim.x) {
-        const int key = idx / d4, c = (idx % d4) * 4;
-        const float* kr = kp[key];
-        store_bf16x4(Ks + key * kLd + c, kr ? *reinterpret_cast<const float4*>(kr + c) : make_float4(0, 0, 0, 0));
+      for (int idx0 = tid; idx0 < kTile * d4; idx0 += kBatch * blockDim.x) {  // the keys, batched as the queries
+        float4 v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int idx = idx0 + u * blockDim.x;
+          const float* kr = idx < kTile * d4 ? kp[idx / d4] : nullptr;
+          v[u] = kr ? *reinterpret_cast<const float4*>(kr + (idx % d4) * 4) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int idx = idx0 + u * blockDim.x;
+          if (idx < kTile * d4) store_bf16x4(Ks + (idx / d4) * kLd + (idx % d4) * 4, v[u]);
+        }
       }
       __syncthreads();
 

@@ -344,12 +344,40 @@ __device__ __forceinline__ void hist_add(int* hist, int bin) {
   if (bin >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
 }
 
+// The radix pass's digit: the bin holding the need-th largest key among those matching prefix
+// (hist counts them per bin), counted from the top bin down and scanned in parallel. Updates
+// prefix, need (how many of the bin's keys are still to take) and equal (the bin's count).
+__device__ __forceinline__ void radix_digit(const int* hist, int* red, int shift, uint32_t& prefix, int& need, int& equal,
+                                            uint32_t* sh_prefix, int* sh_need, int* sh_equal) {
+  const int tid = threadIdx.x;
+  const int c = tid < 256 ? hist[255 - tid] : 0;
+  int total;
+  const int above = block_exclusive_scan(c, red, &total);
+  if (tid < 256 && above < need && above + c >= need) {
+    *sh_prefix = prefix | (static_cast<uint32_t>(255 - tid) << shift);
+    *sh_need = need - above;
+    *sh_equal = c;
+  }
+  __syncthreads();
+  prefix = *sh_prefix;
+  need = *sh_need;
+  equal = *sh_equal;
+}
+
+// Keys a thread keeps in registers when the row fits (kTopkPer * kTopkThreads entries: 64 K
+// tokens of context at compression rate 4); longer rows are read from memory every pass.
+constexpr int kTopkPer = 16;
+bool g_topk_in_registers = true;  // (set_topk_in_registers: false reads every row from memory, as longer rows do)
+
 // One block per row: radix-select the k-th largest key (8 bits a pass), then write the winners in
 // index order: every key above it, and of the keys equal to it the lowest-indexed ones. No sort: the
 // attention that reads the selection does not care about its order, and sorting k = 512 winners
 // by score took most of the kernel's time (a 45-stage bitonic network over 1024 threads).
+// A row that fits is held in registers, each thread owning a run of up to 16 entries: four passes
+// without memory reads, and the compaction is one scan (two with ties) instead of one a chunk
+// (at 32K context the chunked version took 23 us a call).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restrict__ scores, int64_t ld, int64_t row_begin,
-                                                            int rate, BatchDev b, int k, int32_t* __restrict__ out) {
+                                                            int rate, BatchDev b, int k, bool regs, int32_t* __restrict__ out) {
   pdl_begin();
   __shared__ int hist[256];
   __shared__ int red[33];
@@ -361,6 +389,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
   const int tid = threadIdx.x, lane = tid & 31;
   int32_t* o = out + r * k;
   const int64_t take = visible < k ? visible : k;
+  const bool in_regs = regs && visible <= static_cast<int64_t>(kTopkPer) * blockDim.x;
+
+  // In registers: thread t holds entries [per t, per t + per), per as small as the row allows (the
+  // loops below run per times for every thread).
+  uint32_t key[kTopkPer];
+  const int per = in_regs ? static_cast<int>((visible + blockDim.x - 1) / blockDim.x) : 0;
+  const int64_t first = static_cast<int64_t>(tid) * per;
+  const int mine = in_regs ? static_cast<int>(min(max(visible - first, int64_t{0}), static_cast<int64_t>(per))) : 0;
+  if (in_regs) {
+#pragma unroll
+    for (int u = 0; u < kTopkPer; ++u) key[u] = u < mine ? order_key(sc[first + u]) : 0u;
+  }
 
   uint32_t prefix = 0;  // every key is taken (>= 0) when k covers the row
   int need = 0, equal = 0;  // of the keys equal to prefix: how many are taken, how many there are
@@ -370,45 +410,64 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
     for (int shift = 24; shift >= 0; shift -= 8) {
       for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
       __syncthreads();
-      for (int64_t i = tid; i - lane < visible; i += blockDim.x) {  // warp-uniform trips: hist_add needs every lane
-        const uint32_t key = i < visible ? order_key(sc[i]) : 0u;
-        hist_add(hist, i < visible && (key & mask) == prefix ? static_cast<int>((key >> shift) & 255u) : -1);
+      if (in_regs) {
+#pragma unroll
+        for (int u = 0; u < kTopkPer; ++u)
+          if (u < per)  // (block-uniform: every lane takes part in hist_add)
+            hist_add(hist, u < mine && (key[u] & mask) == prefix ? static_cast<int>((key[u] >> shift) & 255u) : -1);
+      } else {
+        for (int64_t i = tid; i - lane < visible; i += blockDim.x) {  // warp-uniform trips: hist_add needs every lane
+          const uint32_t kv = i < visible ? order_key(sc[i]) : 0u;
+          hist_add(hist, i < visible && (kv & mask) == prefix ? static_cast<int>((kv >> shift) & 255u) : -1);
+        }
       }
       __syncthreads();
-      // The bin holding the need-th largest key: counts from the top bin down, scanned in parallel.
-      const int c = tid < 256 ? hist[255 - tid] : 0;
-      int total;
-      const int above = block_exclusive_scan(c, red, &total);
-      if (tid < 256 && above < need && above + c >= need) {
-        sh_prefix = prefix | (static_cast<uint32_t>(255 - tid) << shift);
-        sh_need = need - above;
-        sh_equal = c;
-      }
-      __syncthreads();
-      prefix = sh_prefix;
-      need = sh_need;
-      equal = sh_equal;
+      radix_digit(hist, red, shift, prefix, need, equal, &sh_prefix, &sh_need, &sh_equal);
       mask |= 0xffu << shift;
     }
   }
-  // Compaction in index order, a block-wide chunk at a time. A key equal to prefix is taken while
-  // fewer than `need` equal ones came before it (counted only when some equal ones are left out).
-  int64_t written = 0, equal_before = 0;
-  for (int64_t start = 0; start < visible && written < take; start += blockDim.x) {
-    const int64_t i = start + tid;
-    const uint32_t key = i < visible ? order_key(sc[i]) : 0u;
-    const bool eq = i < visible && key == prefix;
-    bool win = i < visible && (key > prefix || (eq && need == equal));
+  // A key equal to prefix is taken while fewer than `need` equal ones came before it (counted only
+  // when some equal ones are left out).
+  if (in_regs) {
+    int eq_mine = 0;
+#pragma unroll
+    for (int u = 0; u < kTopkPer; ++u) eq_mine += u < mine && key[u] == prefix;
+    int eq_before = 0;
     if (need < equal) {
       int eq_total;
-      const int eq_rank = block_exclusive_scan(eq ? 1 : 0, red, &eq_total);
-      win = win || (eq && equal_before + eq_rank < need);
-      equal_before += eq_total;
+      eq_before = block_exclusive_scan(eq_mine, red, &eq_total);
+    }
+    uint32_t wins = 0;  // bit u: entry first + u is taken
+#pragma unroll
+    for (int u = 0; u < kTopkPer; ++u) {
+      const bool eq = u < mine && key[u] == prefix;
+      bool win = u < mine && (key[u] > prefix || (eq && need == equal));
+      if (need < equal && eq) win = eq_before++ < need;
+      wins |= static_cast<uint32_t>(win) << u;
     }
     int total;
-    const int pos = block_exclusive_scan(win ? 1 : 0, red, &total);
-    if (win) o[written + pos] = static_cast<int32_t>(i);
-    written += total;
+    int pos = block_exclusive_scan(__popc(wins), red, &total);
+#pragma unroll
+    for (int u = 0; u < kTopkPer; ++u)
+      if (wins & (1u << u)) o[pos++] = static_cast<int32_t>(first + u);
+  } else {  // a block-wide chunk at a time, in index order
+    int64_t written = 0, equal_before = 0;
+    for (int64_t start = 0; start < visible && written < take; start += blockDim.x) {
+      const int64_t i = start + tid;
+      const uint32_t kv = i < visible ? order_key(sc[i]) : 0u;
+      const bool eq = i < visible && kv == prefix;
+      bool win = i < visible && (kv > prefix || (eq && need == equal));
+      if (need < equal) {
+        int eq_total;
+        const int eq_rank = block_exclusive_scan(eq ? 1 : 0, red, &eq_total);
+        win = win || (eq && equal_before + eq_rank < need);
+        equal_before += eq_total;
+      }
+      int total;
+      const int pos = block_exclusive_scan(win ? 1 : 0, red, &total);
+      if (win) o[written + pos] = static_cast<int32_t>(i);
+      written += total;
+    }
   }
   for (int64_t i = take + tid; i < k; i += blockDim.x) o[i] = -1;
 }
@@ -485,11 +544,13 @@ cudaError_t indexer_scores(const float* q, const float* weights, int heads, int6
   return cudaGetLastError();
 }
 
+void set_topk_in_registers(bool on) { g_topk_in_registers = on; }
+
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s) {
   if (n_rows <= 0 || k <= 0) return cudaSuccess;
   if (k > 4096 || rate <= 0) return cudaErrorInvalidValue;
-  launch(topk_kernel, static_cast<unsigned>(n_rows), kTopkThreads, 0, s)(scores, ld, row_begin, rate, b, k, out);
+  launch(topk_kernel, static_cast<unsigned>(n_rows), kTopkThreads, 0, s)(scores, ld, row_begin, rate, b, k, g_topk_in_registers, out);
   return cudaGetLastError();
 }
 

@@ -102,6 +102,7 @@ constexpr Knob kKnobs[] = {
     {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
     {"narrow_attention", 0, 1, "attention", "decode attention in blocks of 16 heads vs 64"},
     {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
+    {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "
      "hc_pre, next mix in hc_post, gate in route, inverse rope in the attention merge) vs a launch each"},

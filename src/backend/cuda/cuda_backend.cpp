@@ -587,7 +587,7 @@ class CudaBackend final : public Backend {
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
-  // narrow_attention 0|1.
+  // narrow_attention 0|1, topk_regs 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -597,6 +597,10 @@ class CudaBackend final : public Backend {
     }
     if (name == "pdl" && (value == 0 || value == 1)) {
       kn::set_pdl(value == 1);
+      return true;
+    }
+    if (name == "topk_regs" && (value == 0 || value == 1)) {
+      kn::set_topk_in_registers(value == 1);
       return true;
     }
     if (name == "indexer_rows" && (value == 1 || value == 4)) {
