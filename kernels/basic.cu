@@ -53,13 +53,21 @@ __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* _
   pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (vec) {  // 4 at a time
+  if (vec) {  // 4 at a time, kU loads in flight per thread (one in flight reached ~65% of the bandwidth)
+    constexpr int kU = 4;
     const float4* x4 = reinterpret_cast<const float4*>(x);
-    __nv_bfloat162* y2 = reinterpret_cast<__nv_bfloat162*>(y);
-    for (; i < n / 4; i += stride) {
-      float4 v = x4[i];
-      y2[2 * i] = __floats2bfloat162_rn(v.x, v.y);
-      y2[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+    uint2* y4 = reinterpret_cast<uint2*>(y);
+    const int64_t n4 = n / 4;
+    for (; i < n4; i += kU * stride) {
+      float4 v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = i + u * stride < n4 ? __ldcs(x4 + i + u * stride) : make_float4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (i + u * stride >= n4) break;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[u].x, v[u].y), hi = __floats2bfloat162_rn(v[u].z, v[u].w);
+        y4[i + u * stride] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
     }
   } else {
     for (; i < n; i += stride) y[i] = __float2bfloat16_rn(x[i]);

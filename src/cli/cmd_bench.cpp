@@ -102,6 +102,7 @@ constexpr Knob kKnobs[] = {
     {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
     {"narrow_attention", 0, 1, "attention", "decode attention in blocks of 16 heads vs 64"},
     {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
+    {"one_bf16_input", 0, 1, "linears (one bf16 input)", "prefill products of one input from one bf16 copy of it vs a conversion each"},
     {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "

@@ -587,7 +587,7 @@ class CudaBackend final : public Backend {
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
-  // narrow_attention 0|1, topk_regs 0|1.
+  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -620,6 +620,7 @@ class CudaBackend final : public Backend {
         {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
+        {"one_bf16_input", &CudaBackend::one_bf16_input_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -764,13 +765,29 @@ class CudaBackend final : public Backend {
     return one_launch;
   }
 
-  // Decode: the products as one GEMV launch. Else one product after the other.
+  // Decode: the products as one GEMV launch. Prefill: x converted to bf16 once for all of them
+  // (one product after the other converted it each time: 7 times a CSA layer's input). Else one
+  // product after the other.
   void linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) override {
     kn::GemvList list;
-    if (!gemv_list_of(x, ws, outs, list)) return Backend::linears(x, ws, outs);
-    Op op(*this, "linears (GEMV)");
+    if (gemv_list_of(x, ws, outs, list)) {
+      Op op(*this, "linears (GEMV)");
+      if (op) check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
+      return;
+    }
+    bool one_input = one_bf16_input_ && !fp32_ && x.rows > gemv_rows_ && ws.size() > 1 && ws.size() == outs.size();
+    for (size_t i = 0; one_input && i < ws.size(); ++i) {
+      const CudaWeight& w = cw(*ws[i]);
+      one_input = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
+    }
+    if (!one_input) return Backend::linears(x, ws, outs);
+    Op op(*this, "linears (one bf16 input)");
     if (!op) return;
-    check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
+    const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
+    for (size_t i = 0; xb && i < ws.size(); ++i) {
+      const CudaWeight& w = cw(*ws[i]);
+      if (!gemm_bf16(xb, x.rows, x.cols, x.cols, w, 0, w.rows, w.cols, 0, 1, outs[i].data, outs[i].cols)) return;
+    }
   }
 
   // Decode: the norm inside the products' GEMV launch (x is left as it was). Else the two ops.
@@ -1610,10 +1627,20 @@ class CudaBackend final : public Backend {
     if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
     if (rows <= gemv_rows_ && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
       return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
-    const size_t xn = static_cast<size_t>(rows * ldx);
-    auto* xb = static_cast<kn::bf16_t*>(temp(xn * 2));
-    if (!xb) return false;
-    if (!check(kn::f32_to_bf16(x, xb, static_cast<int64_t>(xn), stream_), "activation to bf16")) return false;
+    const kn::bf16_t* xb = activations_bf16(x, rows * ldx);
+    return xb && gemm_bf16(xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc);
+  }
+
+  // The activations x (n floats) as bf16 in the temporary arena, or null (the error kept).
+  const kn::bf16_t* activations_bf16(const float* x, int64_t n) {
+    auto* xb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(n) * 2));
+    return xb && check(kn::f32_to_bf16(x, xb, n, stream_), "activation to bf16") ? xb : nullptr;
+  }
+
+  // gemm's cuBLAS product from activations already in bf16.
+  bool gemm_bf16(const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
+                 int64_t w_stride, int batch, float* c, int64_t ldc) {
+    const float one = 1.0f, zero = 0.0f;
     if (batch == 1)
       return check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
                                      w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
@@ -1704,6 +1731,7 @@ class CudaBackend final : public Backend {
   // the next mix inside hc_post, the gate product inside the routing, the inverse rope inside the
   // attention merge. Off: each as its own launch (for comparisons).
   bool decode_fusions_ = true;
+  bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
   Mode mode_ = Mode::kEager;
