@@ -152,6 +152,28 @@ TEST_F(CudaOps, ArgmaxRowsLikeGreedy) {
   }
 }
 
+// Products of one input: random weights of `sizes` outputs over K columns and zeroed outputs of T
+// rows, with each side's lists of them.
+struct Products {
+  std::vector<Twin::W2> w;
+  std::vector<Twin::T2> outs;
+  std::vector<const DeviceWeight*> wc, wg;
+  std::vector<Tensor> oc, og;
+};
+
+Products make_products(Twin& t, std::mt19937& rng, const std::vector<int64_t>& sizes, int64_t T, int64_t K) {
+  Products p;
+  for (int64_t n : sizes) {
+    p.w.push_back(t.floats(testing::randn(static_cast<size_t>(n * K), rng, 1.0f / std::sqrt(static_cast<float>(K))), n, K));
+    p.outs.push_back(t.zeros(T, n));
+    p.wc.push_back(p.w.back().c.get());
+    p.wg.push_back(p.w.back().g.get());
+    p.oc.push_back(p.outs.back().c);
+    p.og.push_back(p.outs.back().g);
+  }
+  return p;
+}
+
 // Products sharing their input: one GEMV launch for up to 4 rows (outputs of mixed sizes, odd ones
 // included), the products one by one above that.
 TEST_F(CudaOps, LinearsSharingAnInput) {
@@ -161,22 +183,11 @@ TEST_F(CudaOps, LinearsSharingAnInput) {
       ForwardBatch b = rows_batch(static_cast<int32_t>(T));
       t.begin(b);
       auto x = t.tensor(testing::randn(static_cast<size_t>(T * K), rng), T, K);
-      std::vector<Twin::W2> w;
-      std::vector<Twin::T2> outs;
-      std::vector<const DeviceWeight*> wc, wg;
-      std::vector<Tensor> oc, og;
-      for (int64_t n : sizes) {
-        w.push_back(t.floats(testing::randn(static_cast<size_t>(n * K), rng, 1.0f / std::sqrt(static_cast<float>(K))), n, K));
-        outs.push_back(t.zeros(T, n));
-        wc.push_back(w.back().c.get());
-        wg.push_back(w.back().g.get());
-        oc.push_back(outs.back().c);
-        og.push_back(outs.back().g);
-      }
-      t.cpu->linears(x.c, wc, oc);
-      t.gpu->linears(x.g, wg, og);
+      Products p = make_products(t, rng, sizes, T, K);
+      t.cpu->linears(x.c, p.wc, p.oc);
+      t.gpu->linears(x.g, p.wg, p.og);
       for (size_t i = 0; i < sizes.size(); ++i)
-        t.compare(fmt::format("linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), outs[i], kBf16Tol);
+        t.compare(fmt::format("linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), p.outs[i], kBf16Tol);
     }
   }
 }
@@ -191,22 +202,11 @@ TEST_F(CudaOps, RmsNormLinears) {
       t.begin(b);
       auto x = t.tensor(testing::randn(static_cast<size_t>(T * K), rng, 4.0f), T, K);
       auto norm = t.floats(testing::randn(static_cast<size_t>(K), rng), 1, K);
-      std::vector<Twin::W2> w;
-      std::vector<Twin::T2> outs;
-      std::vector<const DeviceWeight*> wc, wg;
-      std::vector<Tensor> oc, og;
-      for (int64_t n : sizes) {
-        w.push_back(t.floats(testing::randn(static_cast<size_t>(n * K), rng, 1.0f / std::sqrt(static_cast<float>(K))), n, K));
-        outs.push_back(t.zeros(T, n));
-        wc.push_back(w.back().c.get());
-        wg.push_back(w.back().g.get());
-        oc.push_back(outs.back().c);
-        og.push_back(outs.back().g);
-      }
-      t.cpu->rms_norm_linears(x.c, norm.c.get(), 1e-6f, wc, oc);
-      t.gpu->rms_norm_linears(x.g, norm.g.get(), 1e-6f, wg, og);
+      Products p = make_products(t, rng, sizes, T, K);
+      t.cpu->rms_norm_linears(x.c, norm.c.get(), 1e-6f, p.wc, p.oc);
+      t.gpu->rms_norm_linears(x.g, norm.g.get(), 1e-6f, p.wg, p.og);
       for (size_t i = 0; i < sizes.size(); ++i)
-        t.compare(fmt::format("rms_norm_linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), outs[i], kBf16Tol);
+        t.compare(fmt::format("rms_norm_linears T={} K={} product {} ({} outputs)", T, K, i, sizes[i]), p.outs[i], kBf16Tol);
     }
   }
 }
