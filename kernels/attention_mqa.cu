@@ -19,6 +19,43 @@ constexpr int kSld = kKeyTile + 4;  // fp32 row stride of the score tile
 constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * (kHeadTile + kKeyTile) * kLd + sizeof(float) * kHeadTile * kSld +
                               sizeof(float) * kKeyTile * kHd + sizeof(const float*) * 2 * kKeyTile;
 
+// Pointers of the key tile at j0 of [.., j_end) into dst, a thread per key (null: masked).
+__device__ __forceinline__ void resolve_tile(const AttentionKeys& keys, const BatchDev& b, const StateDev& st, const LayerDev& L, int64_t j0,
+                                             int64_t j_end, const float** dst) {
+  const int tid = threadIdx.x;
+  if (tid < kKeyTile) dst[tid] = j0 + tid < j_end ? keys.key(j0 + tid, b, st, L) : nullptr;
+}
+
+// Asynchronous copies of a tile's fp32 keys into `stage` (zeros for masked keys): they land while
+// the block computes on the tile before.
+__device__ __forceinline__ void issue_tile(const float* const* ptrs, const float* kv, float* stage) {
+#pragma unroll
+  for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+    const int idx = u * kThreads + threadIdx.x, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+    const float* kr = ptrs[key];
+    cp_async16(stage + key * kHd + c, kr ? kr + c : kv, kr != nullptr);
+  }
+  cp_async_commit();
+}
+
+// The landed tile (fp32 in `stage`) as bf16 rows of Ks.
+__device__ __forceinline__ void tile_to_bf16(const float* stage, __nv_bfloat16* Ks) {
+#pragma unroll
+  for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
+    const int idx = u * kThreads + threadIdx.x, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
+    store_bf16x4(Ks + key * kLd + c, *reinterpret_cast<const float4*>(stage + key * kHd + c));
+  }
+}
+
+// A head's output scale from its running max m and denominator l, with the sink joining the
+// softmax: {f, inv} = {exp(m - mx), 1 / (l f + exp(sink - mx))}, mx the larger of m and the sink;
+// the output is o f inv.
+__device__ __forceinline__ float2 sink_scale(float m, float l, float sink) {
+  const float mx = fmaxf(m, sink);
+  const float f = l > 0.0f ? expf(m - mx) : 0.0f;
+  return make_float2(f, 1.0f / (l * f + expf(sink - mx)));
+}
+
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,
                                                                     const float* __restrict__ sinks,
                                                                     const int32_t* __restrict__ selected, int64_t sel_cols,
@@ -43,9 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
 
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
-  const int64_t total = keys.total;
-  const int64_t share = (total + n_splits - 1) / n_splits;
-  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  const int64_t share = (keys.total + n_splits - 1) / n_splits;
+  const int64_t j_begin = share * split, j_end = min(keys.total, j_begin + share);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
 
   float o[kHd / 2 / 8][4];  // this warp's 16 heads x 256 dims: 32 n-tiles of m16n8
@@ -53,21 +89,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   for (int i = 0; i < kHd / 2 / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // rows g and g + 8 of the warp's heads
 
-  // Pointers of tile j0's keys into dst (null: masked).
-  auto resolve = [&](int64_t j0, const float** dst) {
-    if (tid < kKeyTile) dst[tid] = j0 + tid < j_end ? keys.key(j0 + tid, b, st, L) : nullptr;
-  };
-  // Asynchronous copies of a tile's fp32 keys into `stage` (zeros for masked keys): they land while
-  // the block computes on the tile before.
-  auto issue = [&](const float* const* ptrs) {
-#pragma unroll
-    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
-      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      const float* kr = ptrs[key];
-      cp_async16(stage + key * kHd + c, kr ? kr + c : kv, kr != nullptr);
-    }
-    cp_async_commit();
-  };
+  auto resolve = [&](int64_t j0, const float** dst) { resolve_tile(keys, b, st, L, j0, j_end, dst); };
+  auto issue = [&](const float* const* ptrs) { issue_tile(ptrs, kv, stage); };
   if (j_begin < j_end) {
     resolve(j_begin, kp);
     __syncthreads();
@@ -95,11 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile, buf ^= 1) {
     cp_async_wait<0>();
     __syncthreads();  // the tile has landed (everyone's copies); the previous tile's readers are done with Ks and Ss
-#pragma unroll
-    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
-      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      store_bf16x4(Ks + key * kLd + c, *reinterpret_cast<const float4*>(stage + key * kHd + c));
-    }
+    tile_to_bf16(stage, Ks);
     const bool more = j0 + kKeyTile < j_end;
     if (more) resolve(j0 + kKeyTile, kp + (buf ^ 1) * kKeyTile);
     __syncthreads();  // Ks holds the tile, stage is free, the next pointers are known
@@ -200,15 +219,12 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
         pp[kHd + 1] = l;
       }
     } else {
-      const float sink = sinks[h];
-      const float mx = fmaxf(m, sink);
-      const float f = l > 0.0f ? expf(m - mx) : 0.0f;
-      const float inv = 1.0f / (l * f + expf(sink - mx));
+      const float2 fi = sink_scale(m, l, sinks[h]);
       float* orow = out + (r * heads + h) * kHd + dg * (kHd / 2);
 #pragma unroll
       for (int nt = 0; nt < kHd / 2 / 8; ++nt)
         *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) =
-            make_float2(o[nt][2 * half] * f * inv, o[nt][2 * half + 1] * f * inv);
+            make_float2(o[nt][2 * half] * fi.x * fi.y, o[nt][2 * half + 1] * fi.x * fi.y);
     }
   }
 }
@@ -253,23 +269,12 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
 
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
-  const int64_t total = keys.total;
-  const int64_t share = (total + n_splits - 1) / n_splits;
-  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  const int64_t share = (keys.total + n_splits - 1) / n_splits;
+  const int64_t j_begin = share * split, j_end = min(keys.total, j_begin + share);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
 
-  auto resolve = [&](int64_t j0, const float** dst) {
-    if (tid < kKeyTile) dst[tid] = j0 + tid < j_end ? keys.key(j0 + tid, b, st, L) : nullptr;
-  };
-  auto issue = [&](const float* const* ptrs) {
-#pragma unroll
-    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
-      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      const float* kr = ptrs[key];
-      cp_async16(stage + key * kHd + c, kr ? kr + c : kv, kr != nullptr);
-    }
-    cp_async_commit();
-  };
+  auto resolve = [&](int64_t j0, const float** dst) { resolve_tile(keys, b, st, L, j0, j_end, dst); };
+  auto issue = [&](const float* const* ptrs) { issue_tile(ptrs, kv, stage); };
   if (j_begin < j_end) {
     resolve(j_begin, kp);
     __syncthreads();
@@ -299,11 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeyTile, buf ^= 1) {
     cp_async_wait<0>();
     __syncthreads();  // the tile has landed; the previous tile's readers are done with Ks and P
-#pragma unroll
-    for (int u = 0; u < kKeyTile * kHd / 4 / kThreads; ++u) {
-      const int idx = u * kThreads + tid, key = idx / (kHd / 4), c = (idx % (kHd / 4)) * 4;
-      store_bf16x4(Ks + key * kLd + c, *reinterpret_cast<const float4*>(stage + key * kHd + c));
-    }
+    tile_to_bf16(stage, Ks);
     const bool more = j0 + kKeyTile < j_end;
     if (more) resolve(j0 + kKeyTile, kp + (buf ^ 1) * kKeyTile);
     __syncthreads();  // Ks holds the tile, stage is free, the next pointers are known
@@ -397,14 +398,11 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const
         pp[kHd + 1] = l;
       }
     } else {
-      const float sink = sinks[h];
-      const float mx = fmaxf(m, sink);
-      const float f = l > 0.0f ? expf(m - mx) : 0.0f;
-      const float inv = 1.0f / (l * f + expf(sink - mx));
+      const float2 fi = sink_scale(m, l, sinks[h]);
       float* orow = out + (r * heads + h) * kHd + warp * 64;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
-        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) = make_float2(o[nt][2 * half] * f * inv, o[nt][2 * half + 1] * f * inv);
+        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) = make_float2(o[nt][2 * half] * fi.x * fi.y, o[nt][2 * half + 1] * fi.x * fi.y);
     }
   }
 }
