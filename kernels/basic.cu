@@ -87,9 +87,9 @@ __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* 
   for (int i = 0; i < times; ++i) o[i * cols] = v;
 }
 
-// One block per (row, group); four values per step when vec (group % 4 == 0, aligned rows). With
-// positions, the normalised group (a head) is then rotated (rope.rope_dim trailing channels).
-// A block per group of a row: blocks [0, first_block) normalise a, the rest b.
+// One block per (row, group) of a, then of b (blocks from first_block); four values per step when
+// vec (group % 4 == 0, aligned rows). With positions, the normalised group (a head) is then rotated
+// (rope.rope_dim trailing channels).
 __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block, float eps, int group, bool vec, RopeDev rope,
                                 const int32_t* __restrict__ positions) {
   pdl_begin();

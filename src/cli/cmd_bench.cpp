@@ -19,8 +19,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>

@@ -752,17 +752,25 @@ class CudaBackend final : public Backend {
     gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
   }
 
+  // outs[i] = x @ ws[i]^T are bf16 products of x's whole rows (what one launch, or one bf16 copy of x, serves).
+  bool bf16_products_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) {
+    bool ok = !ws.empty() && ws.size() == outs.size();
+    for (size_t i = 0; ok && i < ws.size(); ++i) {
+      const CudaWeight& w = cw(*ws[i]);
+      ok = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
+    }
+    return ok;
+  }
+
   // Decode: products of one input as one GEMV launch (false: they are not for one).
   bool gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list) {
-    bool one_launch = decode_fusions_ && x.rows <= gemv_rows_ && !ws.empty() && ws.size() == outs.size() &&
-                      ws.size() <= kn::kGemvMaxProducts;
-    for (size_t i = 0; one_launch && i < ws.size(); ++i) {
+    if (!decode_fusions_ || x.rows > gemv_rows_ || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
+    for (size_t i = 0; i < ws.size(); ++i) {
       const CudaWeight& w = cw(*ws[i]);
-      one_launch = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows &&
-                   kn::gemv_supported(x.data, x.cols, w.b16, x.cols);
+      if (!kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
       list.p[list.count++] = kn::GemvProduct{w.b16, outs[i].data, w.rows, w.rows, outs[i].cols};
     }
-    return one_launch;
+    return true;
   }
 
   // Decode: the products as one GEMV launch. Prefill: x converted to bf16 once for all of them
@@ -775,12 +783,8 @@ class CudaBackend final : public Backend {
       if (op) check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
       return;
     }
-    bool one_input = one_bf16_input_ && !fp32_ && x.rows > gemv_rows_ && ws.size() > 1 && ws.size() == outs.size();
-    for (size_t i = 0; one_input && i < ws.size(); ++i) {
-      const CudaWeight& w = cw(*ws[i]);
-      one_input = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
-    }
-    if (!one_input) return Backend::linears(x, ws, outs);
+    if (!one_bf16_input_ || fp32_ || x.rows <= gemv_rows_ || ws.size() < 2 || !bf16_products_of(x, ws, outs))
+      return Backend::linears(x, ws, outs);
     Op op(*this, "linears (one bf16 input)");
     if (!op) return;
     const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
