@@ -56,12 +56,14 @@ __device__ __forceinline__ float2 sink_scale(float m, float l, float sink) {
   return make_float2(f, 1.0f / (l * f + expf(sink - mx)));
 }
 
+// kBf16Out (no key shares): the output in bf16, into out_b16 (out unused).
+template <bool kBf16Out>
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,
                                                                     const float* __restrict__ sinks,
                                                                     const int32_t* __restrict__ selected, int64_t sel_cols,
                                                                     int heads, BatchDev b, StateDev st, LayerDev L,
                                                                     float* __restrict__ out, int n_splits,
-                                                                    float* __restrict__ part) {
+                                                                    float* __restrict__ part, __nv_bfloat16* __restrict__ out_b16) {
   pdl_begin();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* Qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kHeadTile][kLd]
@@ -220,11 +222,15 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
       }
     } else {
       const float2 fi = sink_scale(m, l, sinks[h]);
-      float* orow = out + (r * heads + h) * kHd + dg * (kHd / 2);
+      const int64_t o0 = (r * heads + h) * kHd + dg * (kHd / 2);
 #pragma unroll
-      for (int nt = 0; nt < kHd / 2 / 8; ++nt)
-        *reinterpret_cast<float2*>(orow + nt * 8 + 2 * t4) =
-            make_float2(o[nt][2 * half] * fi.x * fi.y, o[nt][2 * half + 1] * fi.x * fi.y);
+      for (int nt = 0; nt < kHd / 2 / 8; ++nt) {
+        const float2 v = make_float2(o[nt][2 * half] * fi.x * fi.y, o[nt][2 * half + 1] * fi.x * fi.y);
+        if constexpr (kBf16Out)
+          *reinterpret_cast<__nv_bfloat162*>(out_b16 + o0 + nt * 8 + 2 * t4) = __floats2bfloat162_rn(v.x, v.y);
+        else
+          *reinterpret_cast<float2*>(out + o0 + nt * 8 + 2 * t4) = v;
+      }
     }
   }
 }
@@ -418,12 +424,15 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
 
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
-                          RopeDev unrope, int head_tile) {
+                          RopeDev unrope, int head_tile, bf16_t* out_b16) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
-  if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial) || (head_tile != kHeadTile && head_tile != kNarrowHeads))
+  if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial) || (head_tile != kHeadTile && head_tile != kNarrowHeads) ||
+      (out_b16 && (n_splits != 1 || head_tile != kHeadTile)))
     return cudaErrorInvalidValue;
   const bool narrow = head_tile == kNarrowHeads;
-  if (const cudaError_t e = narrow ? allow_smem<mqa_attention_narrow_kernel>(kNarrowSmemBytes) : allow_smem<mqa_attention_kernel>(kSmemBytes);
+  if (const cudaError_t e = narrow     ? allow_smem<mqa_attention_narrow_kernel>(kNarrowSmemBytes)
+                            : out_b16  ? allow_smem<mqa_attention_kernel<true>>(kSmemBytes)
+                                       : allow_smem<mqa_attention_kernel<false>>(kSmemBytes);
       e != cudaSuccess)
     return e;
   const int groups = (heads + head_tile - 1) / head_tile;
@@ -432,9 +441,15 @@ cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, c
   if (narrow)
     launch(mqa_attention_narrow_kernel, static_cast<unsigned>(blocks), kThreads, kNarrowSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads,
                                                                                                     b, st, L, out, n_splits, partial);
-  else
-    launch(mqa_attention_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st, L,
-                                                                                     out, n_splits, partial);
+  else if (out_b16) {  // then the rotation back on the bf16 values
+    launch(mqa_attention_kernel<true>, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(
+        q, kv, sinks, selected, sel_cols, heads, b, st, L, out, n_splits, partial, reinterpret_cast<__nv_bfloat16*>(out_b16));
+    if (unrope.inv_freq) return rope_bf16(out_b16, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);
+    return cudaGetLastError();
+  } else {
+    launch(mqa_attention_kernel<false>, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, kv, sinks, selected, sel_cols, heads, b, st,
+                                                                                            L, out, n_splits, partial, nullptr);
+  }
   if (n_splits > 1)
     return attention_combine(partial, sinks, static_cast<int64_t>(b.rows) * heads, heads, kHd, n_splits, out, s, unrope, b.positions);
   if (unrope.inv_freq) return rope(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);

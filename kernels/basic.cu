@@ -134,7 +134,14 @@ __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block,
   rotate_pairs(oi, group, rope, positions[r], false, threadIdx.x, blockDim.x);
 }
 
-__global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// T float, or bf16 (rotated in fp32, rounded back).
+template <typename T>
+__global__ void rope_kernel(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
                             bool inverse) {
   pdl_begin();
   const int half = rope.rope_dim / 2;
@@ -143,10 +150,10 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t cols, int head_dim, 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int p = static_cast<int>(i % half);
     const int64_t h = (i / half) % heads, r = i / (half * heads);
-    float* xp = x + r * cols + h * head_dim + head_dim - rope.rope_dim + 2 * p;
-    const float2 v = rotate_pair(xp[0], xp[1], rope, positions[r], p, inverse);
-    xp[0] = v.x;
-    xp[1] = v.y;
+    T* xp = x + r * cols + h * head_dim + head_dim - rope.rope_dim + 2 * p;
+    const float2 v = rotate_pair(as_float(xp[0]), as_float(xp[1]), rope, positions[r], p, inverse);
+    store_as(xp, v.x);
+    store_as(xp + 1, v.y);
   }
 }
 
@@ -773,13 +780,25 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
   return cudaGetLastError();
 }
 
-cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
-                 cudaStream_t s) {
+namespace {
+template <typename T>
+cudaError_t launch_rope(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse, cudaStream_t s) {
   const int64_t n = rows * (cols / head_dim) * (r.rope_dim / 2);
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
-  launch(rope_kernel, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, head_dim, r, positions, inverse);
+  launch(rope_kernel<T>, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, head_dim, r, positions, inverse);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
+                 cudaStream_t s) {
+  return launch_rope(x, rows, cols, head_dim, r, positions, inverse, s);
+}
+
+cudaError_t rope_bf16(bf16_t* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
+                      cudaStream_t s) {
+  return launch_rope(reinterpret_cast<__nv_bfloat16*>(x), rows, cols, head_dim, r, positions, inverse, s);
 }
 
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {

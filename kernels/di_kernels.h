@@ -85,6 +85,9 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
                           const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
+// rope on bf16 values (rotated in fp32, rounded back).
+cudaError_t rope_bf16(bf16_t* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
+                      cudaStream_t s);
 cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s);
 cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
 // out[r] = index of the largest value of row r, the lowest among equal ones; -1 when the row is all
@@ -202,9 +205,11 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
 // head_tile: heads a block, 64 or 16 (decode: 4x the blocks, a quarter of the query staging and
 // partial output each).
 bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
+// out_b16 (n_splits 1, head_tile 64): the output in bf16 there instead of out (prefill, for a
+// product that reads bf16), rotated back (unrope) on the bf16 values.
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
-                          RopeDev unrope = {}, int head_tile = 64);
+                          RopeDev unrope = {}, int head_tile = 64, bf16_t* out_b16 = nullptr);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,

@@ -318,12 +318,10 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
     be_.indexer_topk(index, iq, iw, c.index_heads, selected);
   }
 
-  Tensor o = be_.scratch_uninit(T, c.num_heads * hd);
-  // K=V carried rope into the output: rotated back as it is written
-  be_.attention(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, o, &rope);
-  be_.window_update(index, kv);
+  // K=V carried rope into the output: rotated back as it is written; then wo_a.
   Tensor og = be_.scratch_uninit(T, c.o_groups * c.o_lora_rank);
-  be_.grouped_linear(o, *L.wo_a, c.o_groups, og);
+  be_.attention_projected(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, &rope, *L.wo_a, c.o_groups, og);
+  be_.window_update(index, kv);
   Tensor out = be_.scratch_uninit(T, c.hidden_size);
   be_.linear(og, *L.wo_b, out);
   return out;

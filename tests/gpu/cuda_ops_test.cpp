@@ -763,6 +763,18 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
           EXPECT_LE(du.relative, mqa ? kBf16Tol : 1e-4) << tag << " unrope mqa=" << mqa << " max abs " << du.max_abs;
         }
       }
+      if (hd == 512) {  // straight into a grouped projection: bf16 between the two where no key shares split a row (101 rows x 80 heads)
+        const int groups = 2;
+        const int64_t n = 24, kc = static_cast<int64_t>(c.heads) * hd / groups;
+        auto wo = t.floats(testing::randn(static_cast<size_t>(groups * n * kc), rng, 1.0f / std::sqrt(static_cast<float>(kc))), groups * n, kc);
+        for (int bf16_out : {1, 0}) {
+          ASSERT_TRUE(t.gpu->set_option("bf16_attention_output", bf16_out));
+          auto proj = t.zeros(T, groups * n);
+          t.cpu->attention_projected(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
+          t.gpu->attention_projected(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+          t.compare(fmt::format("{} attention_projected bf16_out={}", tag, bf16_out), proj, kBf16Tol);
+        }
+      }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);
     }

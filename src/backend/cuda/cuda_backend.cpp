@@ -587,7 +587,7 @@ class CudaBackend final : public Backend {
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
-  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1.
+  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -620,7 +620,7 @@ class CudaBackend final : public Backend {
         {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
-        {"one_bf16_input", &CudaBackend::one_bf16_input_},
+        {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -1071,8 +1071,7 @@ class CudaBackend final : public Backend {
       // Decode rows (<= 4): blocks of 16 heads, each staging and writing a quarter of a 64-head block's
       // queries and partial output (narrow_attention_).
       const int head_tile = narrow_attention_ && q.rows <= kn::kGemvMaxRows ? 16 : 64;
-      const int64_t blocks = q.rows * ((heads + head_tile - 1) / head_tile);
-      const int splits = static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / blocks, 1, 16));
+      const int splits = mqa_splits(q.rows, heads, head_tile);
       float* part = nullptr;
       if (splits > 1) {
         part = static_cast<float*>(temp(static_cast<size_t>(q.rows * heads * splits * (hd + 2)) * 4));
@@ -1094,6 +1093,48 @@ class CudaBackend final : public Backend {
     check(kn::attention(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
                         layers_[layer], out.data, stream_, splits, part, un),
           "attention");
+  }
+
+  // Key shares of the tensor-core attention for rows x heads in blocks of head_tile heads.
+  static int mqa_splits(int64_t rows, int heads, int head_tile) {
+    const int64_t blocks = rows * ((heads + head_tile - 1) / head_tile);
+    return static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / std::max<int64_t>(blocks, 1), 1, 16));
+  }
+
+  // Prefill on the tensor cores without key shares: the attention writes its output in bf16 (what
+  // wo's product converts it to) and the product reads that, so the fp32 output is never written
+  // (1 GB written, then read and converted, in an 8192-row layer). Else the two ops.
+  void attention_projected(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, const Rope* unrope,
+                           const DeviceWeight& wo, int groups, Tensor out) override {
+    constexpr int kHd = 512;
+    const bool layer_fits = layer >= 0 && layer < static_cast<int>(layout_.layers.size()) && layout_.layers[layer].head_dim == kHd &&
+                            kn::attention_mqa_supported(state_, layers_[layer]);
+    const CudaWeight& w = cw(wo);
+    const int heads = static_cast<int>(q.cols / kHd);
+    const bool fused = bf16_attention_output_ && decode_fusions_ && !fp32_ && mqa_attention_ && layer_fits && q.rows > gemv_rows_ &&
+                       q.cols % kHd == 0 && mqa_splits(q.rows, heads, 64) == 1 && w.b16 && w.count == 1 && groups > 0 &&
+                       q.cols % groups == 0 && w.rows % groups == 0 && w.cols == q.cols / groups && out.rows == q.rows &&
+                       out.cols == w.rows;
+    if (!fused) return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo, groups, out);
+    Op op(*this, "attention + wo_a (bf16 between)");
+    if (!op) return;
+    const LayerStateLayout& L = layout_.layers[layer];
+    if (!expect(kv.cols == kHd && q.rows == bdev_.rows && kv.rows == q.rows && sinks.rows * sinks.cols == heads &&
+                    (!selected || selected->rows == q.rows) && (!unrope || (unrope->rope_dim <= kHd && unrope->rope_dim % 2 == 0)),
+                "attention: layer {} with q [{}, {}], kv [{}, {}]", layer, q.rows, q.cols, kv.rows, kv.cols))
+      return;
+    const float* sk = fvec(sinks, "attention sinks");
+    kn::RopeDev un;
+    if (!sk || (unrope && !(un = rope_dev(*unrope)).inv_freq)) return;
+    auto* ob = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(q.rows * q.cols) * 2));
+    if (!ob) return;
+    const bool sel = selected && L.rate > 0;
+    if (!check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
+                                 layers_[layer], nullptr, stream_, 1, nullptr, un, 64, ob),
+               "attention (tensor cores, bf16 output)"))
+      return;
+    const int64_t k = q.cols / groups, n = w.rows / groups;
+    gemm_bf16(ob, q.rows, k, q.cols, w, 0, n, k, n * k, groups, out.data, out.cols);
   }
 
   void window_update(int layer, Tensor kv) override {
@@ -1736,6 +1777,7 @@ class CudaBackend final : public Backend {
   // attention merge. Off: each as its own launch (for comparisons).
   bool decode_fusions_ = true;
   bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
+  bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
   Mode mode_ = Mode::kEager;
