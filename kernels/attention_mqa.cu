@@ -47,15 +47,6 @@ __device__ __forceinline__ void tile_to_bf16(const float* stage, __nv_bfloat16* 
   }
 }
 
-// A head's output scale from its running max m and denominator l, with the sink joining the
-// softmax: {f, inv} = {exp(m - mx), 1 / (l f + exp(sink - mx))}, mx the larger of m and the sink;
-// the output is o f inv.
-__device__ __forceinline__ float2 sink_scale(float m, float l, float sink) {
-  const float mx = fmaxf(m, sink);
-  const float f = l > 0.0f ? expf(m - mx) : 0.0f;
-  return make_float2(f, 1.0f / (l * f + expf(sink - mx)));
-}
-
 // kBf16Out (no key shares): the output in bf16, into out_b16 (out unused).
 template <bool kBf16Out>
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float* __restrict__ q, const float* __restrict__ kv,

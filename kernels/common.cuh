@@ -208,6 +208,15 @@ struct AttentionKeys {
   }
 };
 
+// A head's output scale from its running max m and denominator l, with the sink joining the
+// softmax: {f, inv} = {exp(m - mx), 1 / (l f + exp(sink - mx))}, mx the larger of m and the sink;
+// the output is o f inv.
+__device__ __forceinline__ float2 sink_scale(float m, float l, float sink) {
+  const float mx = fmaxf(m, sink);
+  const float f = l > 0.0f ? expf(m - mx) : 0.0f;
+  return make_float2(f, 1.0f / (l * f + expf(sink - mx)));
+}
+
 inline constexpr int kMaxAttnSplits = 32;
 // Merges the key shares of an attention launch (partial: per (row, head, share) the unnormalised
 // sum over the share's keys, its max and its denominator) with the sinks; one block per (row, head).

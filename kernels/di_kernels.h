@@ -210,6 +210,22 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
                           RopeDev unrope = {}, int head_tile = 64, bf16_t* out_b16 = nullptr);
+// Prefill attention on Hopper's warpgroup MMA (kernels/attention_wgmma.cu): the same attention as
+// attention_mqa (head_dim 512, bf16 operands, fp32 softmax) with the keys read from a bf16 key table
+// of the forward: kv, this forward's key rows in bf16 ([rows][512]); rows, per sequence its ring
+// (when it has a past) then its compressed entries (key_table_rows of them), filled by
+// key_table_build, which also writes seq_first (each sequence's first table row).
+struct KeyTableDev {
+  const bf16_t* kv = nullptr;
+  const bf16_t* rows = nullptr;
+  const int32_t* seq_first = nullptr;
+};
+bool attention_wgmma_supported();  // an sm_90 device and kernels built for sm_90a
+int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L);
+cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first, cudaStream_t s);
+// The output in bf16 (rows x heads x 512), rotated back by unrope when given.
+cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
+                            BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,

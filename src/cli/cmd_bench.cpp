@@ -105,6 +105,8 @@ constexpr Knob kKnobs[] = {
     {"one_bf16_input", 0, 1, "linears (one bf16 input)", "prefill products of one input from one bf16 copy of it vs a conversion each"},
     {"bf16_attention_output", 0, 1, "attention + wo_a (bf16 between)",
      "prefill attention output written in bf16 for wo_a (fp32 never written) vs fp32 converted by wo_a's product"},
+    {"wgmma_attention", 0, 1, "attention + wo_a (bf16 between)",
+     "prefill attention on wgmma from a bf16 key table of the forward vs mma.sync from the fp32 state"},
     {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "

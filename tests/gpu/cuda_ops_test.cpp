@@ -767,13 +767,16 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         const int groups = 2;
         const int64_t n = 24, kc = static_cast<int64_t>(c.heads) * hd / groups;
         auto wo = t.floats(testing::randn(static_cast<size_t>(groups * n * kc), rng, 1.0f / std::sqrt(static_cast<float>(kc))), groups * n, kc);
-        for (int bf16_out : {1, 0}) {
+        // bf16 output from the wgmma kernel (sm_90a), from the mma.sync one, then fp32 output
+        for (const auto& [bf16_out, wgmma] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 0}}) {
           ASSERT_TRUE(t.gpu->set_option("bf16_attention_output", bf16_out));
+          ASSERT_TRUE(t.gpu->set_option("wgmma_attention", wgmma));
           auto proj = t.zeros(T, groups * n);
           t.cpu->attention_projected(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
           t.gpu->attention_projected(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
-          t.compare(fmt::format("{} attention_projected bf16_out={}", tag, bf16_out), proj, kBf16Tol);
+          t.compare(fmt::format("{} attention_projected bf16_out={} wgmma={}", tag, bf16_out, wgmma), proj, kBf16Tol);
         }
+        ASSERT_TRUE(t.gpu->set_option("wgmma_attention", 1));
       }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);

@@ -399,6 +399,8 @@ class CudaBackend final : public Backend {
     }
     const int32_t block_cap = (max_blocks + kGraphBlockBucket - 1) / kGraphBlockBucket * kGraphBlockBucket;
     pos_bound_ = graph ? static_cast<int64_t>(block_cap) * layout_.block_tokens : static_cast<int64_t>(max_pos) + 1;
+    seq_steps_.clear();
+    for (const auto& s : batch.seqs) seq_steps_.emplace_back(s.n_past, s.n_tokens);
 
     // No wait for the previous forward: this stream runs the work in order, so it is done with the
     // scratch, temporaries and device metadata before this one's uses them.
@@ -587,7 +589,7 @@ class CudaBackend final : public Backend {
   // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
-  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1.
+  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -621,6 +623,7 @@ class CudaBackend final : public Backend {
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
+        {"wgmma_attention", &CudaBackend::wgmma_attention_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -1129,12 +1132,42 @@ class CudaBackend final : public Backend {
     auto* ob = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(q.rows * q.cols) * 2));
     if (!ob) return;
     const bool sel = selected && L.rate > 0;
-    if (!check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
+    if (!wgmma_attention(layer, q, kv, sk, sel ? selected : nullptr, heads, un, ob) &&
+        !check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
                                  layers_[layer], nullptr, stream_, 1, nullptr, un, 64, ob),
                "attention (tensor cores, bf16 output)"))
       return;
     const int64_t k = q.cols / groups, n = w.rows / groups;
     gemm_bf16(ob, q.rows, k, q.cols, w, 0, n, k, n * k, groups, out.data, out.cols);
+  }
+
+  // The prefill attention on Hopper's warpgroup MMA (kernels::attention_wgmma) into ob, from a bf16
+  // key table of the forward's sequences: their rings and compressed entries, converted once
+  // (each key is then read by every row that attends to it, in half the bytes). False (nothing
+  // launched, or the error kept) where it does not apply: the table would be large next to the
+  // batch (long contexts with few new rows each), or no sm_90a device.
+  bool wgmma_attention(int layer, Tensor q, Tensor kv, const float* sinks, const IntTensor* selected, int heads, kn::RopeDev un,
+                       kn::bf16_t* ob) {
+    if (!wgmma_attention_ || !kn::attention_wgmma_supported()) return false;
+    const kn::LayerDev& L = layers_[layer];
+    int64_t table = 0, longest = 0;
+    for (const auto& [n_past, n_tokens] : seq_steps_) {
+      const int64_t n = kn::key_table_rows(n_past, n_tokens, L);
+      table += n;
+      longest = std::max(longest, n);
+    }
+    if (table > 2 * q.rows + 8192) return false;
+    auto* kvb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(kv.rows * kv.cols) * 2));
+    auto* rows = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(table, 1) * kv.cols) * 2));
+    auto* first = static_cast<int32_t*>(temp(seq_steps_.size() * 4));
+    if (!kvb || !rows || !first) return true;
+    const kn::KeyTableDev t{kvb, rows, first};
+    (void)(check(kn::f32_to_bf16(kv.data, kvb, kv.rows * kv.cols, stream_), "attention keys to bf16") &&
+        check(kn::key_table_build(bdev_, state_, L, longest, rows, first, stream_), "attention key table") &&
+        check(kn::attention_wgmma(q.data, t, sinks, selected ? selected->data : nullptr, selected ? selected->cols : 0, heads, bdev_, state_,
+                                  L, ob, un, stream_),
+              "attention (wgmma)"));
+    return true;
   }
 
   void window_update(int layer, Tensor kv) override {
@@ -1739,6 +1772,7 @@ class CudaBackend final : public Backend {
   kn::BatchDev bdev_;
   const int32_t* logit_rows_dev_ = nullptr;
   int64_t pos_bound_ = 1;  // every row's position is below this (graph steps: from the block-table capacity)
+  std::vector<std::pair<int32_t, int32_t>> seq_steps_;  // the forward's sequences: (n_past, n_tokens)
   struct JobList {
     const kn::CompressJob* jobs = nullptr;
     const int32_t* count = nullptr;  // device: jobs in this step
@@ -1778,6 +1812,7 @@ class CudaBackend final : public Backend {
   bool decode_fusions_ = true;
   bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
   bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
+  bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
   Mode mode_ = Mode::kEager;

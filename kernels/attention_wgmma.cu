@@ -1,0 +1,320 @@
+// Prefill attention for head_dim 512 with one shared K=V head on Hopper's warpgroup MMA (wgmma),
+// reading keys from a bf16 key table made for the forward (the state keeps fp32 rows).
+//
+// One block per (row, group of 64 heads), two warpgroups. Warpgroup h owns dims 256 h .. +256: it
+// stages that half of the 64 query heads and of every 64-key tile (cp.async straight into the
+// swizzled layout wgmma reads), multiplies its half of S = Q K^T (m64n64, K-major operands), and
+// the two halves are summed through shared memory. Both warpgroups then run the same online softmax
+// on the full S (identical max and denominator), and each adds P V for its 256 dims (P from
+// registers, V = the same key tile read N-major). Key tiles are double-buffered: the next tile's
+// copies go out while the tensor cores multiply this one's S.
+#include "common.cuh"
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kHd = 512, kHeads = 64, kKeys = 64, kThreads = 256;
+constexpr uint32_t kAtom = 8192;                       // one 64-wide column block of a 64-row tile
+constexpr uint32_t kQBytes = 8 * kAtom, kTileBytes = 8 * kAtom;
+constexpr uint32_t kExchFloat4 = 8 * 128;              // per warpgroup: 32 floats of S per thread
+constexpr size_t kSmemBytes = 1024 /* alignment */ + kQBytes + 2 * kTileBytes + 2 * kExchFloat4 * 16 +
+                              3 * kKeys * sizeof(const __nv_bfloat16*);
+
+// Rows the table holds for a sequence: its ring when it has a past, then its compressed entries up
+// to its last row (the host computes the same in key_table_rows).
+__device__ __forceinline__ int table_rows(const SeqInfo& sq, const LayerDev& L) {
+  return (sq.n_past > 0 ? L.window : 0) + (L.rate > 0 ? (sq.n_past + sq.n_tokens) / L.rate : 0);
+}
+
+// grid (chunks, n_seqs): the rows of sequence blockIdx.y, one warp a row; block (0, s) records the
+// sequence's first table row.
+__global__ void __launch_bounds__(256) key_table_kernel(BatchDev b, StateDev st, LayerDev L, __nv_bfloat16* __restrict__ rows,
+                                                        int32_t* __restrict__ seq_first) {
+  pdl_begin();
+  const int si = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ int32_t first_s;
+  if (warp == 0) {
+    int32_t sum = 0;
+    for (int s = lane; s < si; s += 32) sum += table_rows(b.seqs[s], L);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    if (lane == 0) first_s = sum;
+  }
+  __syncthreads();
+  const int32_t first = first_s;
+  const SeqInfo sq = b.seqs[si];
+  if (blockIdx.x == 0 && threadIdx.x == 0) seq_first[si] = first;
+  const int ring = sq.n_past > 0 ? L.window : 0, n = table_rows(sq, L);
+  const float* ring_base = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
+  for (int i = blockIdx.x * 8 + warp; i < n; i += gridDim.x * 8) {
+    const float* src = i < ring ? ring_base + static_cast<int64_t>(i) * kHd : entry_ptr(b, st, L, sq, i - ring, L.entry_offset, kHd);
+    __nv_bfloat16* dst = rows + (static_cast<int64_t>(first) + i) * kHd;
+#pragma unroll
+    for (int u = 0; u < kHd / 128; ++u) {
+      const int c = (u * 32 + lane) * 4;
+      store_bf16x4(dst + c, src ? *reinterpret_cast<const float4*>(src + c) : make_float4(0, 0, 0, 0));
+    }
+  }
+}
+
+// Key j of row r (AttentionKeys' order) in the table, null where AttentionKeys::key is null.
+__device__ __forceinline__ const __nv_bfloat16* table_key(const AttentionKeys& k, const KeyTableDev& t, int si, const LayerDev& L,
+                                                          int64_t j) {
+  const __nv_bfloat16* seq = reinterpret_cast<const __nv_bfloat16*>(t.rows) + static_cast<int64_t>(t.seq_first[si]) * kHd;
+  if (j < k.n_win) {
+    const int32_t pos = k.lo + static_cast<int32_t>(j);
+    return pos >= k.sq.n_past ? reinterpret_cast<const __nv_bfloat16*>(t.kv) + static_cast<int64_t>(k.sq.first_row + pos - k.sq.n_past) * kHd
+                              : seq + static_cast<int64_t>(pos % L.window) * kHd;
+  }
+  const int64_t idx = j - k.n_win;
+  const int32_t w = k.selected ? k.selected[k.r * k.sel_cols + idx] : static_cast<int32_t>(idx);
+  const int32_t ring = k.sq.n_past > 0 ? L.window : 0, entries = L.rate > 0 ? (k.sq.n_past + k.sq.n_tokens) / L.rate : 0;
+  return w >= 0 && w < entries ? seq + static_cast<int64_t>(ring + w) * kHd : nullptr;
+}
+
+#if defined(DI_WGMMA)
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {  // results of the products land here, not earlier
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, KeyTableDev t,
+                                                                          const float* __restrict__ sinks,
+                                                                          const int32_t* __restrict__ selected, int64_t sel_cols,
+                                                                          int heads, BatchDev b, StateDev st, LayerDev L,
+                                                                          __nv_bfloat16* __restrict__ out) {
+  pdl_begin();
+#if defined(DI_WGMMA)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* Qs = smem_raw + ((1024 - (raw & 1023)) & 1023);  // [8 column blocks][64 heads x 128 B]
+  unsigned char* Ks = Qs + kQBytes;                                // [2 buffers][8 column blocks][64 keys x 128 B]
+  auto* exch = reinterpret_cast<float4*>(Ks + 2 * kTileBytes);     // [2 warpgroups][8][128 threads]: halves of S
+  auto* kp = reinterpret_cast<const __nv_bfloat16**>(exch + 2 * kExchFloat4);  // [3][kKeys]: key rows, null if masked
+  const uint32_t q_addr = static_cast<uint32_t>(__cvta_generic_to_shared(Qs)), k_addr = q_addr + kQBytes;
+
+  const int groups = (heads + kHeads - 1) / kHeads;
+  const int64_t r = blockIdx.x / groups;
+  const int h0 = static_cast<int>(blockIdx.x % groups) * kHeads, nh = min(kHeads, heads - h0);
+  const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const AttentionKeys keys(b, st, L, nullptr, selected, sel_cols, r);
+  const int si = b.row_seq[r];
+  const int64_t n_tiles = (keys.total + kKeys - 1) / kKeys;
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
+
+  auto resolve = [&](int64_t tile) {  // the key rows of a tile (kp[tile % 3])
+    if (tid < kKeys) {
+      const int64_t j = tile * kKeys + tid;
+      kp[(tile % 3) * kKeys + tid] = j < keys.total ? table_key(keys, t, si, L, j) : nullptr;
+    }
+  };
+  auto issue = [&](int64_t tile) {  // this warpgroup's half of a tile: 64 keys x 32 chunks of 16 B
+    const __nv_bfloat16* const* ptr = kp + (tile % 3) * kKeys;
+    unsigned char* dst = Ks + (tile & 1) * kTileBytes + 4 * wg * kAtom;
+#pragma unroll
+    for (int u = 0; u < kKeys * 32 / 128; ++u) {
+      const int idx = u * 128 + wt, key = idx >> 5, c = idx & 31;
+      const __nv_bfloat16* src = ptr[key];
+      cp_async16(dst + (c >> 3) * kAtom + swizzle128(key, c & 7), src ? static_cast<const void*>(src + 256 * wg + 8 * c) : static_cast<const void*>(t.kv), src != nullptr);
+    }
+    cp_async_commit();
+  };
+
+  resolve(0);
+  resolve(1);
+  __syncthreads();
+  if (n_tiles > 0) issue(0);
+  {  // this warpgroup's half of the query heads, to bf16, while the first tile is in flight
+    const float* qrow = q + (r * heads + h0) * kHd + 256 * wg;
+#pragma unroll
+    for (int batch = 0; batch < 2; ++batch) {
+      float4 v[16];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int idx = (batch * 8 + u) * 128 + wt, h = idx >> 5, c = idx & 31;
+        const float* src = qrow + static_cast<int64_t>(h) * kHd + 8 * c;
+        v[2 * u] = h < nh ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+        v[2 * u + 1] = h < nh ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int idx = (batch * 8 + u) * 128 + wt, h = idx >> 5, c = idx & 31;
+        const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
+                                        pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
+        *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
+      }
+    }
+  }
+
+  float o[128];  // O for heads 16 (warp % 4) + g, + 8 x this warpgroup's 256 dims (m64n256 accumulator layout)
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // the tile has landed (both halves); everyone is done with the other buffer and the S halves
+
+    float s[32];  // this warpgroup's half of S: 64 heads x 64 keys over its 256 dims
+    const uint32_t kt = k_addr + static_cast<uint32_t>(tile & 1) * kTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) {
+      const uint32_t col = (4 * wg + (ks >> 2)) * kAtom + (ks & 3) * 32;
+      wgmma_m64n64k16_ss(s, smem_desc(q_addr + col, 16, 1024), smem_desc(kt + col, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+    if (tile + 1 < n_tiles) issue(tile + 1);  // while the tensor cores work: the next tile into the other buffer
+    resolve(tile + 2);
+    wgmma_wait<0>();
+    fence_operands(s);
+    float4* mine = exch + wg * kExchFloat4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+    __syncthreads();  // both halves written
+    const float4* other = exch + (wg ^ 1) * kExchFloat4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float4 v = other[i * 128 + wt];
+      s[4 * i] += v.x, s[4 * i + 1] += v.y, s[4 * i + 2] += v.z, s[4 * i + 3] += v.w;
+    }
+
+    // Online softmax of rows g, g + 8 (of this warp's 16 heads): this thread's keys are 8 j + 2 t4 + {0, 1}.
+    const __nv_bfloat16* const* cur = kp + (tile % 3) * kKeys;
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = cur[8 * j + 2 * t4 + e] != nullptr;
+        s[4 * j + e] = valid ? s[4 * j + e] * scale : -INFINITY;
+        s[4 * j + 2 + e] = valid ? s[4 * j + 2 + e] * scale : -INFINITY;
+        mx_a = fmaxf(mx_a, s[4 * j + e]);
+        mx_b = fmaxf(mx_b, s[4 * j + 2 + e]);
+      }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    // A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
+    const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
+    const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& pa = s[4 * j + e];
+        float& pb = s[4 * j + 2 + e];
+        pa = pa == -INFINITY ? 0.0f : expf(pa - mn_a);
+        pb = pb == -INFINITY ? 0.0f : expf(pb - mn_b);
+        sum_a += pa;
+        sum_b += pb;
+      }
+    l_a = l_a * corr_a + sum_a;
+    l_b = l_b * corr_b + sum_b;
+    m_a = mn_a;
+    m_b = mn_b;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j] *= corr_a;
+      o[4 * j + 1] *= corr_a;
+      o[4 * j + 2] *= corr_b;
+      o[4 * j + 3] *= corr_b;
+    }
+    // O += P V: keys 16 kk .. +16 are S's column tiles 2 kk and 2 kk + 1 (the A fragment layout).
+    uint32_t pf[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const float* lo = s + 8 * kk;
+      pf[kk][0] = pack_bf16(lo[0], lo[1]);
+      pf[kk][1] = pack_bf16(lo[2], lo[3]);
+      pf[kk][2] = pack_bf16(lo[4], lo[5]);
+      pf[kk][3] = pack_bf16(lo[6], lo[7]);
+    }
+    fence_operands(o);  // the rescale stays before the fence (an accumulator written inside the stage serializes it)
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_rs_nmajor(o, pf[kk], smem_desc(kt + 4 * wg * kAtom + kk * 2048, kAtom, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();  // (left in flight across the loop's back edge, ptxas serializes every product)
+    fence_operands(o);
+  }
+
+  l_a += __shfl_xor_sync(kFull, l_a, 1);
+  l_a += __shfl_xor_sync(kFull, l_a, 2);
+  l_b += __shfl_xor_sync(kFull, l_b, 1);
+  l_b += __shfl_xor_sync(kFull, l_b, 2);
+  const int warp_heads = 16 * ((tid >> 5) & 3);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int hl = warp_heads + g + 8 * half;
+    if (hl >= nh) continue;
+    const int h = h0 + hl;
+    const float2 fi = sink_scale(half ? m_b : m_a, half ? l_b : l_a, sinks[h]);
+    const float f = fi.x * fi.y;
+    __nv_bfloat16* dst = out + (r * heads + h) * kHd + 256 * wg + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) = __floats2bfloat162_rn(o[4 * j + 2 * half] * f, o[4 * j + 2 * half + 1] * f);
+  }
+#else
+  __trap();  // built without sm_90a: attention_wgmma_supported() kept the backend from launching this
+#endif
+}
+
+}  // namespace
+
+bool attention_wgmma_supported() {
+  static const bool ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    cudaFuncAttributes fa{};
+    // The kernel must have been built for sm_90a (its ptxVersion/binaryVersion 90).
+    if (cudaFuncGetAttributes(&fa, mqa_attention_wgmma_kernel) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0 && fa.binaryVersion == 90;
+  }();
+  return ok;
+}
+
+int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L) {
+  return (n_past > 0 ? L.window : 0) + (L.rate > 0 ? (static_cast<int64_t>(n_past) + n_tokens) / L.rate : 0);
+}
+
+cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first, cudaStream_t s) {
+  if (b.n_seqs <= 0) return cudaSuccess;
+  if (L.head_dim != kHd || b.n_seqs > 65535) return cudaErrorInvalidValue;
+  const int64_t want = (max_seq_rows + 7) / 8, chunks = want < 1 ? 1 : want > 1024 ? 1024 : want;
+  launch(key_table_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(b.n_seqs)), 256, 0, s)(
+      b, st, L, reinterpret_cast<__nv_bfloat16*>(rows), seq_first);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
+                            BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s) {
+  if (b.rows <= 0 || heads <= 0) return cudaSuccess;
+  if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !attention_wgmma_supported()) return cudaErrorInvalidValue;
+  if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
+  const int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
+  if (blocks > 2147483647) return cudaErrorInvalidValue;
+  launch(mqa_attention_wgmma_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, t, sinks, selected, sel_cols, heads, b, st,
+                                                                                            L, reinterpret_cast<__nv_bfloat16*>(out));
+  if (unrope.inv_freq) return rope_bf16(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels
