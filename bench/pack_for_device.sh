@@ -18,6 +18,6 @@ tar -cJf .carry/bundle.tar.xz -C .carry/stage .
 rm -rf .carry/stage
 cp tests/gpu/run_on_device.sh .carry/run_tests.sh
 cp bench/run_on_device.sh .carry/run_bench.sh
-cp bench/ncu_decode_step.sh bench/ncu_step_table.py bench/ncu_sass_top.py .carry/
+cp bench/ncu_decode_step.sh bench/ncu_step_table.py bench/ncu_sass_top.py bench/ab_on_device.sh .carry/
 cp bench/configs/v4-flash-4l.json .carry/
 du -sh .carry

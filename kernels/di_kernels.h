@@ -97,6 +97,7 @@ cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
 // h = bf16(silu(min(g, limit)) * clamp(u, -limit, limit))
 cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
+cudaError_t swiglu_bf16(const bf16_t* g, const bf16_t* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
 
 // Hyper-connection mixes: for a few outputs (n <= kMixMaxOut), all fp32, where a general GEMM
 // library leaves most of the GPU idle. partial [rows][mix_splits(K)][n + 1]: per column chunk of x,
@@ -277,9 +278,10 @@ struct MoePlan {
   int32_t tile_rows = kMoeTileRows;
 };
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
-// pos[i] = experts[i] * cap + local[i] (-1 for an invalid expert): entries into per-expert slabs of
-// cap rows, for batched products with a fixed row count per expert (after moe_plan's counts).
-cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, int cap, int32_t* pos, cudaStream_t s);
+// pos[i] = base[experts[i]] + local[i] (-1 for an invalid expert): entries into per-expert slabs
+// starting at row base[e], for batched products over slabs (after moe_plan's counts).
+cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, const int32_t* base, int32_t* pos,
+                               cudaStream_t s);
 // Which expert GEMM kernel moe_gate_up / moe_down launch: 2 (pipelined, the default) or 1 (the
 // first version, kept for comparison). The environment variable DEEPINFER_MOE_KERNEL sets the
 // initial choice.

@@ -247,12 +247,12 @@ __global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entr
     pos[i] = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
 }
 
-__global__ void moe_slab_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ local, int cap,
-                                int32_t* __restrict__ pos) {
+__global__ void moe_slab_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ local,
+                                const int32_t* __restrict__ base, int32_t* __restrict__ pos) {
   pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
-    pos[i] = local[i] >= 0 ? experts[i] * cap + local[i] : -1;
+    pos[i] = local[i] >= 0 ? base[experts[i]] + local[i] : -1;
 }
 
 // One block per entry; four columns per step when vec (d % 4 == 0, aligned rows).
@@ -649,10 +649,11 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
   return cudaGetLastError();
 }
 
-cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, int cap, int32_t* pos, cudaStream_t s) {
+cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, const int32_t* base, int32_t* pos,
+                               cudaStream_t s) {
   if (entries <= 0) return cudaSuccess;
   const unsigned g = blocks_for(entries, 256);
-  launch(moe_slab_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, local, cap, pos);
+  launch(moe_slab_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, local, base, pos);
   return cudaGetLastError();
 }
 

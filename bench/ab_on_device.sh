@@ -1,0 +1,19 @@
+#!/bin/bash
+# Device-side A/B of whole prefill runs: one `deepinfer bench --no-decode` per argument, each under
+# that DEEPINFER_CUDA_OPTIONS setting ("name=value,..."; "" for the defaults), printing the prefill
+# rows. Wall-clock effects (host time of library calls, syncs) show here, not in --compare's op sums.
+# Environment: AB_LENS (default 4096,8192), AB_BATCHES (default 1), AB_EXTRA (more bench flags).
+# Packed into .carry/ by bench/pack_for_device.sh; run there as `bash ab_on_device.sh "" "knob=0"`.
+cd "$(dirname "$0")"
+mkdir -p bin && tar -xJf bundle.tar.xz -C bin
+CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
+export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
+i=0
+for opt in "$@"; do
+  i=$((i + 1))
+  DEEPINFER_CUDA_OPTIONS="$opt" timeout 150 bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda \
+    --input-len "${AB_LENS:-4096,8192}" --no-decode --batch-sizes "${AB_BATCHES:-1}" --prefill-max-tokens 65536 --max-seconds 90 \
+    --out "$OUT/ab_$i.md" $AB_EXTRA > /dev/null 2> "$OUT/ab_$i.err"
+  echo "== [$opt] rc=$?"
+  grep -E "^\| [0-9]+ \| [0-9]+ \|" "$OUT/ab_$i.md"
+done
