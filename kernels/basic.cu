@@ -226,24 +226,13 @@ __global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, 
 }
 
 // Four values per step when vec (n % 4 == 0, aligned).
-// Four consecutive values (elements 4i .. 4i + 3) as floats.
-__device__ __forceinline__ float4 load4(const float* p, int64_t i) { return reinterpret_cast<const float4*>(p)[i]; }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16* p, int64_t i) {
-  const uint2 v = reinterpret_cast<const uint2*>(p)[i];
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
-  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
-  return make_float4(lo.x, lo.y, hi.x, hi.y);
-}
-
-// T: float, or __nv_bfloat16 (the expert products' gate and up in bf16).
-template <typename T>
-__global__ void swiglu_bf16_kernel(const T* __restrict__ g, const T* __restrict__ u, int64_t n, float limit, bool vec,
+__global__ void swiglu_bf16_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float limit, bool vec,
                                    __nv_bfloat16* __restrict__ h) {
   pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   if (vec) {
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4; i += stride) {
-      const float4 a = load4(g, i), b = load4(u, i);
+      const float4 a = reinterpret_cast<const float4*>(g)[i], b = reinterpret_cast<const float4*>(u)[i];
       const __nv_bfloat162 lo = __floats2bfloat162_rn(swiglu_clamped(a.x, b.x, limit), swiglu_clamped(a.y, b.y, limit));
       const __nv_bfloat162 hi = __floats2bfloat162_rn(swiglu_clamped(a.z, b.z, limit), swiglu_clamped(a.w, b.w, limit));
       uint2 o;
@@ -254,7 +243,7 @@ __global__ void swiglu_bf16_kernel(const T* __restrict__ g, const T* __restrict_
     return;
   }
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    h[i] = __float2bfloat16_rn(swiglu_clamped(static_cast<float>(g[i]), static_cast<float>(u[i]), limit));
+    h[i] = __float2bfloat16_rn(swiglu_clamped(g[i], u[i], limit));
 }
 
 // One step of a many-value warp sum: a lane keeps the lower (lane & off == 0) or upper H of its 2H
@@ -844,23 +833,13 @@ cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t swiglu_to_bf16(const T* g, const T* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
+cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
-  constexpr uintptr_t kAlign = 4 * sizeof(T);
-  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % kAlign == 0 && reinterpret_cast<uintptr_t>(u) % kAlign == 0 &&
+  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(h) % 8 == 0;
   unsigned b = blocks_for(vec ? n / 4 : n, 256);
-  launch(swiglu_bf16_kernel<T>, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit, vec, reinterpret_cast<__nv_bfloat16*>(h));
+  launch(swiglu_bf16_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit, vec, reinterpret_cast<__nv_bfloat16*>(h));
   return cudaGetLastError();
-}
-
-cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
-  return swiglu_to_bf16(g, u, n, limit, h, s);
-}
-
-cudaError_t swiglu_bf16(const bf16_t* g, const bf16_t* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
-  return swiglu_to_bf16(reinterpret_cast<const __nv_bfloat16*>(g), reinterpret_cast<const __nv_bfloat16*>(u), n, limit, h, s);
 }
 
 int mix_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }

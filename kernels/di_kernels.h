@@ -97,7 +97,6 @@ cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out
 cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s);
 // h = bf16(silu(min(g, limit)) * clamp(u, -limit, limit))
 cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
-cudaError_t swiglu_bf16(const bf16_t* g, const bf16_t* u, int64_t n, float limit, bf16_t* h, cudaStream_t s);
 
 // Hyper-connection mixes: for a few outputs (n <= kMixMaxOut), all fp32, where a general GEMM
 // library leaves most of the GPU idle. partial [rows][mix_splits(K)][n + 1]: per column chunk of x,

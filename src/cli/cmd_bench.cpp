@@ -109,7 +109,6 @@ constexpr Knob kKnobs[] = {
      "prefill attention on wgmma from a bf16 key table of the forward vs mma.sync from the fp32 state"},
     {"moe_group_experts", 0, 64, "moe_experts",
      "prefill expert products per group of 64 experts of similar counts vs one cap (the largest count) for all"},
-    {"bf16_gate_up", 0, 1, "moe_experts", "prefill expert gate and up products written in bf16 vs fp32 (SwiGLU reads them)"},
     {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},
     {"decode_fusions", 0, 1, "hc_pre",
      "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <tuple>
 
 namespace deepinfer {
 namespace {
@@ -529,21 +528,18 @@ TEST_F(CudaOps, RoutedExperts) {
                                         c.mxfp4 ? " mxfp4" : "", c.skewed ? " skewed" : "");
     // Experts averaging 32+ rows take the prefill path: cuBLAS products, or (blas_moe 0) 128-row tiles.
     // cuBLAS over slabs per group of similar counts, over slabs of one cap, then the tile kernels
-    // (blas, grouped, bf16 gate/up): cuBLAS over slabs per group of similar counts, over slabs of one
-    // cap, with fp32 gate and up products, then the tile kernels
-    // (groups of 4 experts: the test cases have 8-16)
-    for (const auto& [blas, grouped, bf16_gu] : {std::tuple{1, 1, 1}, std::tuple{1, 0, 1}, std::tuple{1, 1, 0}, std::tuple{0, 1, 1}}) {
+    // cuBLAS over slabs per group of similar counts (groups of 4 experts: the cases have 8-16), over
+    // slabs of one cap, then the tile kernels
+    for (const auto& [blas, grouped] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 1}}) {
       ASSERT_TRUE(t.gpu->set_option("blas_moe", blas));
       ASSERT_TRUE(t.gpu->set_option("moe_group_experts", grouped ? 4 : 0));
-      ASSERT_TRUE(t.gpu->set_option("bf16_gate_up", bf16_gu));
       auto out = t.tensor(init, c.T, c.d);  // accumulates
       t.cpu->moe_experts(x.c, ex.c, wts.c, ec, out.c);
       t.gpu->moe_experts(x.g, ex.g, wts.g, eg, out.g);
-      t.compare(tag + (!blas ? " (tile kernel)" : !grouped ? " (one cap)" : !bf16_gu ? " (fp32 gate/up)" : ""), out, kBf16Tol);
+      t.compare(tag + (!blas ? " (tile kernel)" : !grouped ? " (one cap)" : ""), out, kBf16Tol);
     }
     ASSERT_TRUE(t.gpu->set_option("blas_moe", 1));
     ASSERT_TRUE(t.gpu->set_option("moe_group_experts", 64));
-    ASSERT_TRUE(t.gpu->set_option("bf16_gate_up", 1));
   }
 }
 

@@ -591,7 +591,7 @@ class CudaBackend final : public Backend {
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
-  // moe_group_experts 0 (one cap for all) | 64, bf16_gate_up 0|1.
+  // moe_group_experts 0 (one cap for all) | 64.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -630,7 +630,6 @@ class CudaBackend final : public Backend {
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
         {"wgmma_attention", &CudaBackend::wgmma_attention_},
-        {"bf16_gate_up", &CudaBackend::bf16_gate_up_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -1679,9 +1678,8 @@ class CudaBackend final : public Backend {
     }
     auto* pos = static_cast<int32_t*>(temp(static_cast<size_t>(entries) * 4));
     auto* xp = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(slab * d) * 2));
-    const size_t gu_bytes = bf16_gate_up_ ? 2 : 4;  // gate and up products in bf16 (half the bytes to write and read) or fp32
-    auto* g = temp(static_cast<size_t>(slab * inter) * gu_bytes);
-    auto* u = temp(static_cast<size_t>(slab * inter) * gu_bytes);
+    auto* g = static_cast<float*>(temp(static_cast<size_t>(slab * inter) * 4));
+    auto* u = static_cast<float*>(temp(static_cast<size_t>(slab * inter) * 4));
     auto* h = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(slab * inter) * 2));
     auto* y = static_cast<float*>(temp(static_cast<size_t>(slab * d) * 4));
     auto* tables = static_cast<unsigned char*>(temp(table_bytes));
@@ -1693,9 +1691,8 @@ class CudaBackend final : public Backend {
       for (size_t i = gr.begin; i < gr.end; ++i) {
         const int64_t e = order[i], row = gr.slab + gr.cap * static_cast<int64_t>(i - gr.begin);
         base[e] = static_cast<int32_t>(row);
-        const size_t gu_at = static_cast<size_t>(row * inter) * gu_bytes;
-        const void* p[9] = {w1.b16 + e * inter * d, xp + row * d, static_cast<unsigned char*>(g) + gu_at,  // gate
-                            w3.b16 + e * inter * d, xp + row * d, static_cast<unsigned char*>(u) + gu_at,  // up
+        const void* p[9] = {w1.b16 + e * inter * d, xp + row * d, g + row * inter,   // gate
+                            w3.b16 + e * inter * d, xp + row * d, u + row * inter,   // up
                             w2.b16 + e * d * inter, h + row * inter, y + row * d};   // down
         for (int j = 0; j < 9; ++j) ptr[j * n_act + i] = p[j];
       }
@@ -1707,28 +1704,22 @@ class CudaBackend final : public Backend {
       return false;
     const float one = 1.0f, zero = 0.0f;
     // out[e] (cap x n) = in[e] (cap x kk) @ w[e]^T for every expert e of every group; w[e] is [n, kk]
-    auto product = [&](int which, int64_t kk, int64_t n, cudaDataType out_type, const char* what) {
+    auto product = [&](int which, int64_t kk, int64_t n, const char* what) {
       const void* const* w = dptr + (3 * which) * n_act;
       const void* const* in = dptr + (3 * which + 1) * n_act;
       void* const* o = const_cast<void* const*>(dptr + (3 * which + 2) * n_act);
       for (const Group& gr : groups)
         if (!check_blas(cublasGemmBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(gr.cap), static_cast<int>(kk),
                                             &one, w + gr.begin, CUDA_R_16BF, static_cast<int>(kk), in + gr.begin, CUDA_R_16BF,
-                                            static_cast<int>(kk), &zero, o + gr.begin, out_type, static_cast<int>(n),
+                                            static_cast<int>(kk), &zero, o + gr.begin, CUDA_R_32F, static_cast<int>(n),
                                             static_cast<int>(gr.end - gr.begin), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                         what))
           return false;
       return true;
     };
-    const cudaDataType gu_type = bf16_gate_up_ ? CUDA_R_16BF : CUDA_R_32F;
-    auto swiglu = [&] {  // (after the two products)
-      return bf16_gate_up_ ? check(kn::swiglu_bf16(static_cast<const kn::bf16_t*>(g), static_cast<const kn::bf16_t*>(u),
-                                                              slab * inter, limit, h, stream_), "moe swiglu")
-                           : check(kn::swiglu_bf16(static_cast<const float*>(g), static_cast<const float*>(u), slab * inter, limit, h,
-                                                   stream_), "moe swiglu");
-    };
-    return product(0, d, inter, gu_type, "moe gate (cuBLAS)") && product(1, d, inter, gu_type, "moe up (cuBLAS)") && swiglu() &&
-           product(2, inter, d, CUDA_R_32F, "moe down (cuBLAS)") &&
+    return product(0, d, inter, "moe gate (cuBLAS)") && product(1, d, inter, "moe up (cuBLAS)") &&
+           check(kn::swiglu_bf16(g, u, slab * inter, limit, h, stream_), "moe swiglu") &&
+           product(2, inter, d, "moe down (cuBLAS)") &&
            check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
   }
 
@@ -1888,7 +1879,6 @@ class CudaBackend final : public Backend {
   bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
   bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
   bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
-  bool bf16_gate_up_ = true;  // blas_experts: the gate and up products written in bf16 for SwiGLU
   int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
