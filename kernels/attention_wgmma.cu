@@ -59,20 +59,41 @@ __global__ void __launch_bounds__(256) key_table_kernel(BatchDev b, StateDev st,
   }
 }
 
-// Key j of row r (AttentionKeys' order) in the table, null where AttentionKeys::key is null.
-__device__ __forceinline__ const __nv_bfloat16* table_key(const AttentionKeys& k, const KeyTableDev& t, int si, const LayerDev& L,
-                                                          int64_t j) {
-  const __nv_bfloat16* seq = reinterpret_cast<const __nv_bfloat16*>(t.rows) + static_cast<int64_t>(t.seq_first[si]) * kHd;
-  if (j < k.n_win) {
-    const int32_t pos = k.lo + static_cast<int32_t>(j);
-    return pos >= k.sq.n_past ? reinterpret_cast<const __nv_bfloat16*>(t.kv) + static_cast<int64_t>(k.sq.first_row + pos - k.sq.n_past) * kHd
-                              : seq + static_cast<int64_t>(pos % L.window) * kHd;
+// Key j of row r (AttentionKeys' order) in the table, in two steps so that the global load of a
+// selected entry's index is in flight while the block works: key_index gives the entry (the
+// `selected` value, or kWindowKey, or kNoKey past the row's keys), key_row the row it names (null
+// where AttentionKeys::key is null).
+constexpr int32_t kWindowKey = -2, kNoKey = -3;
+
+struct TableKeys {
+  AttentionKeys k;
+  const __nv_bfloat16* kv;    // this forward's rows
+  const __nv_bfloat16* seq;   // the row's sequence in the table: ring, then entries
+  int32_t ring, entries;
+
+  __device__ TableKeys(const BatchDev& b, const StateDev& st, const LayerDev& L, const KeyTableDev& t, const int32_t* selected,
+                       int64_t sel_cols, int64_t r)
+      : k(b, st, L, nullptr, selected, sel_cols, r) {
+    kv = reinterpret_cast<const __nv_bfloat16*>(t.kv);
+    seq = reinterpret_cast<const __nv_bfloat16*>(t.rows) + static_cast<int64_t>(t.seq_first[b.row_seq[r]]) * kHd;
+    ring = k.sq.n_past > 0 ? L.window : 0;
+    entries = L.rate > 0 ? (k.sq.n_past + k.sq.n_tokens) / L.rate : 0;
   }
-  const int64_t idx = j - k.n_win;
-  const int32_t w = k.selected ? k.selected[k.r * k.sel_cols + idx] : static_cast<int32_t>(idx);
-  const int32_t ring = k.sq.n_past > 0 ? L.window : 0, entries = L.rate > 0 ? (k.sq.n_past + k.sq.n_tokens) / L.rate : 0;
-  return w >= 0 && w < entries ? seq + static_cast<int64_t>(ring + w) * kHd : nullptr;
-}
+  __device__ int32_t key_index(int64_t j) const {
+    if (j >= k.total) return kNoKey;
+    if (j < k.n_win) return kWindowKey;
+    const int64_t idx = j - k.n_win;
+    return k.selected ? k.selected[k.r * k.sel_cols + idx] : static_cast<int32_t>(idx);
+  }
+  __device__ const __nv_bfloat16* key_row(int64_t j, int32_t w, const LayerDev& L) const {
+    if (w == kWindowKey) {
+      const int32_t pos = k.lo + static_cast<int32_t>(j);
+      return pos >= k.sq.n_past ? kv + static_cast<int64_t>(k.sq.first_row + pos - k.sq.n_past) * kHd
+                                : seq + static_cast<int64_t>(pos % L.window) * kHd;
+    }
+    return w >= 0 && w < entries ? seq + static_cast<int64_t>(ring + w) * kHd : nullptr;
+  }
+};
 
 #if defined(DI_WGMMA)
 template <int N>
@@ -101,16 +122,15 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
   const int64_t r = blockIdx.x / groups;
   const int h0 = static_cast<int>(blockIdx.x % groups) * kHeads, nh = min(kHeads, heads - h0);
   const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const AttentionKeys keys(b, st, L, nullptr, selected, sel_cols, r);
-  const int si = b.row_seq[r];
-  const int64_t n_tiles = (keys.total + kKeys - 1) / kKeys;
+  const TableKeys keys(b, st, L, t, selected, sel_cols, r);
+  const int64_t n_tiles = (keys.k.total + kKeys - 1) / kKeys;
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
 
-  auto resolve = [&](int64_t tile) {  // the key rows of a tile (kp[tile % 3])
-    if (tid < kKeys) {
-      const int64_t j = tile * kKeys + tid;
-      kp[(tile % 3) * kKeys + tid] = j < keys.total ? table_key(keys, t, si, L, j) : nullptr;
-    }
+  // The key rows of a tile into kp[tile % 3]: fetch (threads < kKeys) starts the index load, place
+  // stores the row.
+  auto fetch = [&](int64_t tile) { return tid < kKeys ? keys.key_index(tile * kKeys + tid) : kNoKey; };
+  auto place = [&](int64_t tile, int32_t w) {
+    if (tid < kKeys) kp[(tile % 3) * kKeys + tid] = keys.key_row(tile * kKeys + tid, w, L);
   };
   auto issue = [&](int64_t tile) {  // this warpgroup's half of a tile: 64 keys x 32 chunks of 16 B
     const __nv_bfloat16* const* ptr = kp + (tile % 3) * kKeys;
@@ -124,29 +144,27 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
     cp_async_commit();
   };
 
-  resolve(0);
-  resolve(1);
+  place(0, fetch(0));
+  place(1, fetch(1));
   __syncthreads();
   if (n_tiles > 0) issue(0);
-  {  // this warpgroup's half of the query heads, to bf16, while the first tile is in flight
+  {  // this warpgroup's half of the query heads, to bf16, while the first tile is in flight: all 32
+     // loads of a thread at once (one round of latency)
     const float* qrow = q + (r * heads + h0) * kHd + 256 * wg;
+    float4 v[32];
 #pragma unroll
-    for (int batch = 0; batch < 2; ++batch) {
-      float4 v[16];
+    for (int u = 0; u < 16; ++u) {
+      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+      const float* src = qrow + static_cast<int64_t>(h) * kHd + 8 * c;
+      v[2 * u] = h < nh ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+      v[2 * u + 1] = h < nh ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
+    }
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int idx = (batch * 8 + u) * 128 + wt, h = idx >> 5, c = idx & 31;
-        const float* src = qrow + static_cast<int64_t>(h) * kHd + 8 * c;
-        v[2 * u] = h < nh ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
-        v[2 * u + 1] = h < nh ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int idx = (batch * 8 + u) * 128 + wt, h = idx >> 5, c = idx & 31;
-        const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
-                                        pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
-        *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
-      }
+    for (int u = 0; u < 16; ++u) {
+      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+      const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
+                                      pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
+      *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
     }
   }
 
@@ -160,6 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
     fence_proxy_async();
     __syncthreads();  // the tile has landed (both halves); everyone is done with the other buffer and the S halves
 
+    const int32_t w_ahead = fetch(tile + 2);  // (its load overlaps the products below)
     float s[32];  // this warpgroup's half of S: 64 heads x 64 keys over its 256 dims
     const uint32_t kt = k_addr + static_cast<uint32_t>(tile & 1) * kTileBytes;
     wgmma_fence();
@@ -170,9 +189,9 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
     }
     wgmma_commit();
     if (tile + 1 < n_tiles) issue(tile + 1);  // while the tensor cores work: the next tile into the other buffer
-    resolve(tile + 2);
     wgmma_wait<0>();
     fence_operands(s);
+    place(tile + 2, w_ahead);  // (kp[(tile + 2) % 3] was last read before this iteration's first barrier)
     float4* mine = exch + wg * kExchFloat4;
 #pragma unroll
     for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);

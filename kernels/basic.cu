@@ -584,6 +584,7 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
       }
     } else {  // (a block-wide Sinkhorn: every thread calls this)
       if (tid < nn) c[tid] = logit(tid);
+      __syncthreads();  // (sinkhorn_block reads other threads' entries first thing)
       sinkhorn_block(c, n, iters, eps);
       if (tid < nn) comb[t * nn + tid] = c[tid];
     }

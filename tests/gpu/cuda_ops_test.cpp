@@ -313,8 +313,9 @@ TEST_F(CudaOps, HyperConnections) {
     int iters;
     int32_t T;
   };
+  // (hc 7: the block-wide Sinkhorn of 49 entries after the collapse's barrier, in one block per row)
   for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1}, {4, 1000, 20, 1}, {2, 100, 1, 4},
-                                  {4, 1000, 20, 300}}) {
+                                  {4, 1000, 20, 300}, {4, 4096, 20, 200}, {7, 512, 3, 1000}}) {
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
     const int mix = (2 + c.hc) * c.hc;

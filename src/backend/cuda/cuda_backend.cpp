@@ -1154,7 +1154,7 @@ class CudaBackend final : public Backend {
   // batch (long contexts with few new rows each), or no sm_90a device.
   bool wgmma_attention(int layer, Tensor q, Tensor kv, const float* sinks, const IntTensor* selected, int heads, kn::RopeDev un,
                        kn::bf16_t* ob) {
-    if (!wgmma_attention_ || !kn::attention_wgmma_supported()) return false;
+    if (!wgmma_attention_ || !kn::attention_wgmma_supported() || seq_steps_.size() > 65535) return false;
     const kn::LayerDev& L = layers_[layer];
     int64_t table = 0, longest = 0;
     for (const auto& [n_past, n_tokens] : seq_steps_) {
