@@ -139,36 +139,15 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
     // Online softmax over the tile for rows g, g + 8: this thread's keys are, per 16-key step ks,
     // 16 ks + 2 t4 + {0, 1} and 16 ks + 8 + 2 t4 + {0, 1} (the A-fragment layout of P).
     float sa[8], sb[8];
-    float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int key = (i >> 2) * 16 + ((i >> 1) & 1) * 8 + 2 * t4 + (i & 1);
       const bool valid = cur[key] != nullptr;
       sa[i] = valid ? Ss[(hg * 16 + g) * kSld + key] : -INFINITY;
       sb[i] = valid ? Ss[(hg * 16 + g + 8) * kSld + key] : -INFINITY;
-      mx_a = fmaxf(mx_a, sa[i]);
-      mx_b = fmaxf(mx_b, sb[i]);
     }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-    // A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
-    const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
-    const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
-    float pa_sum = 0.0f, pb_sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      sa[i] = sa[i] == -INFINITY ? 0.0f : expf(sa[i] - mn_a);
-      sb[i] = sb[i] == -INFINITY ? 0.0f : expf(sb[i] - mn_b);
-      pa_sum += sa[i];
-      pb_sum += sb[i];
-    }
-    l_a = l_a * corr_a + pa_sum;
-    l_b = l_b * corr_b + pb_sum;
-    m_a = mn_a;
-    m_b = mn_b;
+    const float2 corr = online_softmax_step(sa, sb, m_a, m_b, l_a, l_b);
+    const float corr_a = corr.x, corr_b = corr.y;
 #pragma unroll
     for (int i = 0; i < kHd / 2 / 8; ++i) {
       o[i][0] *= corr_a;

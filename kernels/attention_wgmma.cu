@@ -203,59 +203,34 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       s[4 * i] += v.x, s[4 * i + 1] += v.y, s[4 * i + 2] += v.z, s[4 * i + 3] += v.w;
     }
 
-    // Online softmax of rows g, g + 8 (of this warp's 16 heads): this thread's keys are 8 j + 2 t4 + {0, 1}.
+    // Online softmax of rows g, g + 8 (of this warp's 16 heads): this thread's keys are 8 j + 2 t4 + {0, 1}
+    // (sa[2 j + e], sb[2 j + e] from the accumulator's n8 tile j).
     const __nv_bfloat16* const* cur = kp + (tile % 3) * kKeys;
-    float mx_a = -INFINITY, mx_b = -INFINITY;
+    float sa[16], sb[16];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const bool valid = cur[8 * j + 2 * t4 + e] != nullptr;
-        s[4 * j + e] = valid ? s[4 * j + e] * scale : -INFINITY;
-        s[4 * j + 2 + e] = valid ? s[4 * j + 2 + e] * scale : -INFINITY;
-        mx_a = fmaxf(mx_a, s[4 * j + e]);
-        mx_b = fmaxf(mx_b, s[4 * j + 2 + e]);
+        sa[2 * j + e] = valid ? s[4 * j + e] * scale : -INFINITY;
+        sb[2 * j + e] = valid ? s[4 * j + 2 + e] * scale : -INFINITY;
       }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-    // A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
-    const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
-    const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
-    float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& pa = s[4 * j + e];
-        float& pb = s[4 * j + 2 + e];
-        pa = pa == -INFINITY ? 0.0f : expf(pa - mn_a);
-        pb = pb == -INFINITY ? 0.0f : expf(pb - mn_b);
-        sum_a += pa;
-        sum_b += pb;
-      }
-    l_a = l_a * corr_a + sum_a;
-    l_b = l_b * corr_b + sum_b;
-    m_a = mn_a;
-    m_b = mn_b;
+    const float2 corr = online_softmax_step(sa, sb, m_a, m_b, l_a, l_b);
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      o[4 * j] *= corr_a;
-      o[4 * j + 1] *= corr_a;
-      o[4 * j + 2] *= corr_b;
-      o[4 * j + 3] *= corr_b;
+      o[4 * j] *= corr.x;
+      o[4 * j + 1] *= corr.x;
+      o[4 * j + 2] *= corr.y;
+      o[4 * j + 3] *= corr.y;
     }
     // O += P V: keys 16 kk .. +16 are S's column tiles 2 kk and 2 kk + 1 (the A fragment layout).
     uint32_t pf[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const float* lo = s + 8 * kk;
-      pf[kk][0] = pack_bf16(lo[0], lo[1]);
-      pf[kk][1] = pack_bf16(lo[2], lo[3]);
-      pf[kk][2] = pack_bf16(lo[4], lo[5]);
-      pf[kk][3] = pack_bf16(lo[6], lo[7]);
+      pf[kk][0] = pack_bf16(sa[4 * kk], sa[4 * kk + 1]);
+      pf[kk][1] = pack_bf16(sb[4 * kk], sb[4 * kk + 1]);
+      pf[kk][2] = pack_bf16(sa[4 * kk + 2], sa[4 * kk + 3]);
+      pf[kk][3] = pack_bf16(sb[4 * kk + 2], sb[4 * kk + 3]);
     }
     fence_operands(o);  // the rescale stays before the fence (an accumulator written inside the stage serializes it)
     wgmma_fence();

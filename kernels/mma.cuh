@@ -37,6 +37,41 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// One step of the online softmax for a thread's two rows of an m16 tile (g and g + 8) over N scores
+// each (-inf: masked), the rows spread over the four lanes of a quad: the quad's row maxima update the
+// running max m, the scores become p = exp(s - m) (0 where masked), this lane's share of the
+// denominator l is rescaled and grows by its p. Returns the factors {a, b} that rescale each row's
+// earlier output. A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
+template <int N>
+__device__ __forceinline__ float2 online_softmax_step(float (&sa)[N], float (&sb)[N], float& m_a, float& m_b, float& l_a, float& l_b) {
+  float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    mx_a = fmaxf(mx_a, sa[i]);
+    mx_b = fmaxf(mx_b, sb[i]);
+  }
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+  mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+  mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+  const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+  const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
+  const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
+  float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    sa[i] = sa[i] == -INFINITY ? 0.0f : expf(sa[i] - mn_a);
+    sb[i] = sb[i] == -INFINITY ? 0.0f : expf(sb[i] - mn_b);
+    sum_a += sa[i];
+    sum_b += sb[i];
+  }
+  l_a = l_a * corr_a + sum_a;
+  l_b = l_b * corr_b + sum_b;
+  m_a = mn_a;
+  m_b = mn_b;
+  return make_float2(corr_a, corr_b);
+}
+
 // Four fp32 values (or zeros) as four bf16 into shared memory.
 __device__ __forceinline__ void store_bf16x4(__nv_bfloat16* dst, float4 v) {
   uint2 u;
