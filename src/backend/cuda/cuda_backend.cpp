@@ -1151,10 +1151,11 @@ class CudaBackend final : public Backend {
   // key table of the forward's sequences: their rings and compressed entries, converted once
   // (each key is then read by every row that attends to it, in half the bytes). False (nothing
   // launched, or the error kept) where it does not apply: the table would be large next to the
-  // batch (long contexts with few new rows each), or no sm_90a device.
+  // batch (long contexts with few new rows each), no sm_90a device, or a graph capture (the table's
+  // size comes from the host's positions, which a replay would not update).
   bool wgmma_attention(int layer, Tensor q, Tensor kv, const float* sinks, const IntTensor* selected, int heads, kn::RopeDev un,
                        kn::bf16_t* ob) {
-    if (!wgmma_attention_ || !kn::attention_wgmma_supported() || seq_steps_.size() > 65535) return false;
+    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::attention_wgmma_supported() || seq_steps_.size() > 65535) return false;
     const kn::LayerDev& L = layers_[layer];
     int64_t table = 0, longest = 0;
     for (const auto& [n_past, n_tokens] : seq_steps_) {
