@@ -8,7 +8,11 @@
 # the decode steps with ncu's speed-of-light, memory, warp-state and occupancy sections.
 # SOURCE=1 (with DETAIL) also keeps the report and writes its per-SASS-instruction samples
 # (warp stalls by instruction) as ncu_<tag>_sass.csv.
-# PREFILL=<tokens> profiles eager prefill forwards of that many tokens instead of decode steps.
+# PREFILL=<tokens> profiles eager prefill forwards of that many tokens instead of decode steps;
+# PREFILL_CONTEXT=<tokens> (a multiple of 8192) prefills that long a prompt in 8192-token chunks, and
+# DETAIL_SKIP=<n> skips the first n matching kernels: e.g. PREFILL=8192 PREFILL_CONTEXT=32768
+# DETAIL='indexer_scores|topk' with DETAIL_SKIP = 3 x (matches a chunk) reaches the 4th chunk
+# (positions 24576..32767) of the first warm-up prompt (count a chunk's matches first).
 cd "$(dirname "$0")"
 mkdir -p bin && tar -xJf bundle.tar.xz -C bin
 CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
@@ -16,11 +20,12 @@ export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/ta
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "${INPUT_LEN:-4096}" --output-len 2
        --batch-sizes 1 --no-prefill --no-graphs --max-seconds 60 --out "$OUT/ncu_bench.md")
-[ -n "$PREFILL" ] && BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "$PREFILL"
-                           --batch-sizes 1 --no-decode --prefill-max-tokens "$PREFILL" --max-seconds 60 --out "$OUT/ncu_bench.md")
+[ -n "$PREFILL" ] && BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda
+                           --input-len "${PREFILL_CONTEXT:-$PREFILL}" --prefill-chunk "$PREFILL" --batch-sizes 1 --no-decode
+                           --prefill-max-tokens "${PREFILL_CONTEXT:-$PREFILL}" --max-seconds 60 --out "$OUT/ncu_bench.md")
 if [ -n "$DETAIL" ]; then
   tag=$(echo "$DETAIL" | tr -c 'a-zA-Z0-9_\n' '_')
-  timeout 300 $NCU --cache-control none --clock-control none -k "regex:$DETAIL" --launch-count "${DETAIL_COUNT:-2}" \
+  timeout 300 $NCU --cache-control none --clock-control none -k "regex:$DETAIL" --launch-skip "${DETAIL_SKIP:-0}" --launch-count "${DETAIL_COUNT:-2}" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
     ${SOURCE:+--section SourceCounters -o "$OUT/ncu_$tag"} \
     "${BENCH[@]}" > "$OUT/ncu_$tag.txt" 2> "$OUT/ncu_$tag.err"
