@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const int hg = warp & 3, dg = warp >> 2, g = lane >> 2, t4 = lane & 3;
 
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
-  const int64_t share = (keys.total + n_splits - 1) / n_splits;
-  const int64_t j_begin = share * split, j_end = min(keys.total, j_begin + share);
+  int64_t j_begin, j_end;
+  keys.share(split, n_splits, j_begin, j_end);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
 
   float o[kHd / 2 / 8][4];  // this warp's 16 heads x 256 dims: 32 n-tiles of m16n8
@@ -245,8 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
 
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
-  const int64_t share = (keys.total + n_splits - 1) / n_splits;
-  const int64_t j_begin = share * split, j_end = min(keys.total, j_begin + share);
+  int64_t j_begin, j_end;
+  keys.share(split, n_splits, j_begin, j_end);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
 
   auto resolve = [&](int64_t j0, const float** dst) { resolve_tile(keys, b, st, L, j0, j_end, dst); };

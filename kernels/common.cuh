@@ -194,6 +194,13 @@ struct AttentionKeys {
     total = n_win + n_comp;
   }
 
+  // Keys [begin, end) of share `split` of n_splits contiguous shares (a block's part of a split row).
+  __device__ void share(int split, int n_splits, int64_t& begin, int64_t& end) const {
+    const int64_t size = (total + n_splits - 1) / n_splits;
+    begin = size * split;
+    end = min(total, begin + size);
+  }
+
   // (b, st, L: the same as given to the constructor.)
   __device__ const float* key(int64_t j, const BatchDev& b, const StateDev& st, const LayerDev& L) const {
     const int hd = L.head_dim;

@@ -143,15 +143,14 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(const float*
 
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
-  const int64_t total = keys.total;
 
   float acc[kChunks];
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) acc[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   // With n_splits > 1 this block takes one contiguous share of the keys.
-  const int64_t share = (total + n_splits - 1) / n_splits;
-  const int64_t j_begin = share * split, j_end = min(total, j_begin + share);
+  int64_t j_begin, j_end;
+  keys.share(split, n_splits, j_begin, j_end);
   for (int64_t j = j_begin + warp; j < j_end; j += kAttnWarps) {
     const float* key = keys.key(j, b, st, L);
     if (!key) continue;
