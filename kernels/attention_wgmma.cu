@@ -22,43 +22,6 @@ constexpr uint32_t kExchFloat4 = 8 * 128;              // per warpgroup: 32 floa
 constexpr size_t kSmemBytes = 1024 /* alignment */ + kQBytes + 2 * kTileBytes + 2 * kExchFloat4 * 16 +
                               3 * kKeys * sizeof(const __nv_bfloat16*);
 
-// Rows the table holds for a sequence: its ring when it has a past, then its compressed entries up
-// to its last row (the host computes the same in key_table_rows).
-__device__ __forceinline__ int table_rows(const SeqInfo& sq, const LayerDev& L) {
-  return (sq.n_past > 0 ? L.window : 0) + (L.rate > 0 ? (sq.n_past + sq.n_tokens) / L.rate : 0);
-}
-
-// grid (chunks, n_seqs): the rows of sequence blockIdx.y, one warp a row; block (0, s) records the
-// sequence's first table row.
-__global__ void __launch_bounds__(256) key_table_kernel(BatchDev b, StateDev st, LayerDev L, __nv_bfloat16* __restrict__ rows,
-                                                        int32_t* __restrict__ seq_first) {
-  pdl_begin();
-  const int si = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ int32_t first_s;
-  if (warp == 0) {
-    int32_t sum = 0;
-    for (int s = lane; s < si; s += 32) sum += table_rows(b.seqs[s], L);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
-    if (lane == 0) first_s = sum;
-  }
-  __syncthreads();
-  const int32_t first = first_s;
-  const SeqInfo sq = b.seqs[si];
-  if (blockIdx.x == 0 && threadIdx.x == 0) seq_first[si] = first;
-  const int ring = sq.n_past > 0 ? L.window : 0, n = table_rows(sq, L);
-  const float* ring_base = st.slots + static_cast<int64_t>(sq.slot) * st.slot_floats + L.window_offset;
-  for (int i = blockIdx.x * 8 + warp; i < n; i += gridDim.x * 8) {
-    const float* src = i < ring ? ring_base + static_cast<int64_t>(i) * kHd : entry_ptr(b, st, L, sq, i - ring, L.entry_offset, kHd);
-    __nv_bfloat16* dst = rows + (static_cast<int64_t>(first) + i) * kHd;
-#pragma unroll
-    for (int u = 0; u < kHd / 128; ++u) {
-      const int c = (u * 32 + lane) * 4;
-      store_bf16x4(dst + c, src ? *reinterpret_cast<const float4*>(src + c) : make_float4(0, 0, 0, 0));
-    }
-  }
-}
-
 // Key j of row r (AttentionKeys' order) in the table, in two steps so that the global load of a
 // selected entry's index is in flight while the block works: key_index gives the entry (the
 // `selected` value, or kWindowKey, or kNoKey past the row's keys), key_row the row it names (null
@@ -260,13 +223,13 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) = __floats2bfloat162_rn(o[4 * j + 2 * half] * f, o[4 * j + 2 * half + 1] * f);
   }
 #else
-  __trap();  // built without sm_90a: attention_wgmma_supported() kept the backend from launching this
+  __trap();  // built without sm_90a: wgmma_supported() kept the backend from launching this
 #endif
 }
 
 }  // namespace
 
-bool attention_wgmma_supported() {
+bool wgmma_supported() {
   static const bool ok = [] {
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -285,23 +248,10 @@ bool attention_wgmma_supported() {
   return ok;
 }
 
-int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L) {
-  return (n_past > 0 ? L.window : 0) + (L.rate > 0 ? (static_cast<int64_t>(n_past) + n_tokens) / L.rate : 0);
-}
-
-cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first, cudaStream_t s) {
-  if (b.n_seqs <= 0) return cudaSuccess;
-  if (L.head_dim != kHd || b.n_seqs > 65535) return cudaErrorInvalidValue;
-  const int64_t want = (max_seq_rows + 7) / 8, chunks = want < 1 ? 1 : want > 1024 ? 1024 : want;
-  launch(key_table_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(b.n_seqs)), 256, 0, s)(
-      b, st, L, reinterpret_cast<__nv_bfloat16*>(rows), seq_first);
-  return cudaGetLastError();
-}
-
 cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                             BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
-  if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !attention_wgmma_supported()) return cudaErrorInvalidValue;
+  if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !wgmma_supported()) return cudaErrorInvalidValue;
   if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
   const int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
   if (blocks > 2147483647) return cudaErrorInvalidValue;

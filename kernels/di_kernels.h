@@ -210,19 +210,23 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L);
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                           BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
                           RopeDev unrope = {}, int head_tile = 64, bf16_t* out_b16 = nullptr);
-// Prefill attention on Hopper's warpgroup MMA (kernels/attention_wgmma.cu): the same attention as
-// attention_mqa (head_dim 512, bf16 operands, fp32 softmax) with the keys read from a bf16 key table
-// of the forward: kv, this forward's key rows in bf16 ([rows][512]); rows, per sequence its ring
-// (when it has a past) then its compressed entries (key_table_rows of them), filled by
-// key_table_build, which also writes seq_first (each sequence's first table row).
+// Prefill kernels on Hopper's warpgroup MMA read bf16 key tables of the forward (kernels/key_table.cu):
+// per sequence, kAttention: its ring (when it has a past) then its compressed entries (512 wide);
+// kIndexer: its compressed index keys. key_table_rows of them a sequence; key_table_build fills the
+// table and seq_first (each sequence's first table row). kv: this forward's key rows in bf16
+// ([rows][512]; the attention's, null for the indexer).
 struct KeyTableDev {
   const bf16_t* kv = nullptr;
   const bf16_t* rows = nullptr;
   const int32_t* seq_first = nullptr;
 };
-bool attention_wgmma_supported();  // an sm_90 device and kernels built for sm_90a
-int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L);
-cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first, cudaStream_t s);
+enum class KeyTableKind { kAttention, kIndexer };
+bool wgmma_supported();  // an sm_90 device and kernels built for sm_90a
+int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L, KeyTableKind kind);
+cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind kind, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first,
+                            cudaStream_t s);
+// The same attention as attention_mqa (head_dim 512, bf16 operands, fp32 softmax; attention_wgmma.cu)
+// from a kAttention table.
 // The output in bf16 (rows x heads x 512), rotated back by unrope when given.
 cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
                             BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s);
@@ -239,6 +243,11 @@ bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev&
 void set_indexer_rows_per_block(int rows);
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s);
+// The same scores on Hopper's warpgroup MMA from a kIndexer key table (kernels/indexer_wgmma.cu):
+// prefill rows (sequences of 4+ rows), up to 64 heads of index_dim 64 or 128.
+bool indexer_scores_wgmma_supported(int heads, const LayerDev& L);
+cudaError_t indexer_scores_wgmma(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
+                                 BatchDev b, LayerDev L, KeyTableDev t, float* scores, int64_t ld, cudaStream_t s);
 // Top k of each row's visible scores (ties: lower index first), in index order, -1 padded. k <= 4096.
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s);

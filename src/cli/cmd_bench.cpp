@@ -107,6 +107,7 @@ constexpr Knob kKnobs[] = {
      "prefill attention output written in bf16 for wo_a (fp32 never written) vs fp32 converted by wo_a's product"},
     {"wgmma_attention", 0, 1, "attention + wo_a (bf16 between)",
      "prefill attention on wgmma from a bf16 key table of the forward vs mma.sync from the fp32 state"},
+    {"wgmma_indexer", 0, 1, "indexer_topk", "prefill indexer scores on wgmma from a bf16 index-key table vs mma.sync from the fp32 state"},
     {"moe_group_experts", 0, 64, "moe_experts",
      "prefill expert products per group of 64 experts of similar counts vs one cap (the largest count) for all"},
     {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},

@@ -681,24 +681,29 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         sel = t.int_zeros(T, c.topk);
         t.cpu->indexer_topk(l, iq.c, iw.c, c.index_heads, sel.c);
         auto sc = t.read_ints_cpu(sel.c);
-        // Tensor-core scores (bf16 operands) may reorder near-equal scores: compare selected sets.
+        // Tensor-core scores (bf16 operands) may reorder near-equal scores: compare selected sets. Prefill
+        // rows (index_dim 64/128) on wgmma from the bf16 index-key table, then on mma.sync.
         ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 1));
-        t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
-        const auto stc = t.read_ints_gpu(sel.g);
-        for (int32_t r = 0; r < T; ++r) {
-          std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk);
-          std::vector<int32_t> g(stc.begin() + r * c.topk, stc.begin() + (r + 1) * c.topk);
-          std::sort(a.begin(), a.end());
-          std::sort(g.begin(), g.end());
-          for (int i = 0; i < c.topk; ++i) {
-            ++tc_entries;
-            tc_same += std::binary_search(a.begin(), a.end(), g[i]);
-          }
-          if (r % 5 == 0) {
-            EXPECT_TRUE(std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, stc.begin() + r * c.topk))
-                << tag << " tied row " << r << " (tensor cores)";
+        for (int wgmma : {1, 0}) {
+          ASSERT_TRUE(t.gpu->set_option("wgmma_indexer", wgmma));
+          t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);
+          const auto stc = t.read_ints_gpu(sel.g);
+          for (int32_t r = 0; r < T; ++r) {
+            std::vector<int32_t> a(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk);
+            std::vector<int32_t> g(stc.begin() + r * c.topk, stc.begin() + (r + 1) * c.topk);
+            std::sort(a.begin(), a.end());
+            std::sort(g.begin(), g.end());
+            for (int i = 0; i < c.topk; ++i) {
+              ++tc_entries;
+              tc_same += std::binary_search(a.begin(), a.end(), g[i]);
+            }
+            if (r % 5 == 0) {
+              EXPECT_TRUE(std::equal(sc.begin() + r * c.topk, sc.begin() + (r + 1) * c.topk, stc.begin() + r * c.topk))
+                  << tag << " tied row " << r << " (tensor cores, wgmma " << wgmma << ")";
+            }
           }
         }
+        ASSERT_TRUE(t.gpu->set_option("wgmma_indexer", 1));
         // The fp32 kernel: the same selection as the CPU (which lists it by score, the GPU by index).
         ASSERT_TRUE(t.gpu->set_option("mqa_indexer", 0));
         t.gpu->indexer_topk(l, iq.g, iw.g, c.index_heads, sel.g);

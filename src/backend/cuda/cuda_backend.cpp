@@ -591,7 +591,7 @@ class CudaBackend final : public Backend {
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
-  // moe_group_experts 0 (one cap for all) | 64.
+  // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -629,7 +629,7 @@ class CudaBackend final : public Backend {
         {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
-        {"wgmma_attention", &CudaBackend::wgmma_attention_},
+        {"wgmma_attention", &CudaBackend::wgmma_attention_}, {"wgmma_indexer", &CudaBackend::wgmma_indexer_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -1033,17 +1033,42 @@ class CudaBackend final : public Backend {
     const int64_t chunk = std::max<int64_t>(1, kIndexerScoreFloats / max_visible);
     float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
     if (!scores) return;
+    kn::KeyTableDev table;
+    const bool wgmma = tensor_cores && q.rows >= 64 && bdev_.rows >= 4 * static_cast<int64_t>(bdev_.n_seqs) &&
+                       index_key_table(layer, heads, table);
+    if (failed_) return;
     for (int64_t r0 = 0; r0 < q.rows; r0 += chunk) {
       const int64_t nr = std::min(chunk, q.rows - r0);
       const cudaError_t e =
-          tensor_cores ? kn::indexer_scores_mqa(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
-                                                max_visible, stream_)
-                       : kn::indexer_scores(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
-                                            max_visible, stream_);
+          wgmma          ? kn::indexer_scores_wgmma(q.data, weights.data, heads, r0, nr, max_visible, bdev_, layers_[layer], table, scores,
+                                                    max_visible, stream_)
+          : tensor_cores ? kn::indexer_scores_mqa(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
+                                                  max_visible, stream_)
+                         : kn::indexer_scores(q.data, weights.data, heads, r0, nr, max_visible, bdev_, state_, layers_[layer], scores,
+                                              max_visible, stream_);
       if (!check(e, "indexer scores")) return;
       if (!check(kn::topk_rows(scores, max_visible, r0, nr, L.rate, bdev_, static_cast<int>(out.cols), out.data, stream_), "indexer top-k"))
         return;
     }
+  }
+
+  // The forward's index keys of layer `layer` as a bf16 table for kernels::indexer_scores_wgmma (prefill
+  // rows; eager forwards: the table is sized from the host's positions). False where it does not apply
+  // (or on a failure, which is kept).
+  bool index_key_table(int layer, int heads, kn::KeyTableDev& t) {
+    const kn::LayerDev& L = layers_[layer];
+    if (!wgmma_indexer_ || mode_ != Mode::kEager || seq_steps_.size() > 65535 || !kn::indexer_scores_wgmma_supported(heads, L)) return false;
+    int64_t rows = 0, longest = 0;
+    for (const auto& [n_past, n_tokens] : seq_steps_) {
+      const int64_t n = kn::key_table_rows(n_past, n_tokens, L, kn::KeyTableKind::kIndexer);
+      rows += n;
+      longest = std::max(longest, n);
+    }
+    auto* table = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(rows, 1) * L.index_dim) * 2));
+    auto* first = static_cast<int32_t*>(temp(seq_steps_.size() * 4));
+    if (!table || !first) return false;
+    t = kn::KeyTableDev{nullptr, table, first};
+    return check(kn::key_table_build(bdev_, state_, L, kn::KeyTableKind::kIndexer, longest, table, first, stream_), "index key table");
   }
 
   void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
@@ -1155,11 +1180,11 @@ class CudaBackend final : public Backend {
   // size comes from the host's positions, which a replay would not update).
   bool wgmma_attention(int layer, Tensor q, Tensor kv, const float* sinks, const IntTensor* selected, int heads, kn::RopeDev un,
                        kn::bf16_t* ob) {
-    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::attention_wgmma_supported() || seq_steps_.size() > 65535) return false;
+    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::wgmma_supported() || seq_steps_.size() > 65535) return false;
     const kn::LayerDev& L = layers_[layer];
     int64_t table = 0, longest = 0;
     for (const auto& [n_past, n_tokens] : seq_steps_) {
-      const int64_t n = kn::key_table_rows(n_past, n_tokens, L);
+      const int64_t n = kn::key_table_rows(n_past, n_tokens, L, kn::KeyTableKind::kAttention);
       table += n;
       longest = std::max(longest, n);
     }
@@ -1170,7 +1195,7 @@ class CudaBackend final : public Backend {
     if (!kvb || !rows || !first) return true;
     const kn::KeyTableDev t{kvb, rows, first};
     (void)(check(kn::f32_to_bf16(kv.data, kvb, kv.rows * kv.cols, stream_), "attention keys to bf16") &&
-        check(kn::key_table_build(bdev_, state_, L, longest, rows, first, stream_), "attention key table") &&
+        check(kn::key_table_build(bdev_, state_, L, kn::KeyTableKind::kAttention, longest, rows, first, stream_), "attention key table") &&
         check(kn::attention_wgmma(q.data, t, sinks, selected ? selected->data : nullptr, selected ? selected->cols : 0, heads, bdev_, state_,
                                   L, ob, un, stream_),
               "attention (wgmma)"));
@@ -1880,6 +1905,7 @@ class CudaBackend final : public Backend {
   bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
   bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
   bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
+  bool wgmma_indexer_ = true;          // prefill indexer scores by kernels::indexer_scores_wgmma from a bf16 table
   int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
