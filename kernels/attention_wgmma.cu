@@ -66,7 +66,8 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {  // results of t
 }
 #endif
 
-__global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, KeyTableDev t,
+__global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb,
+                                                                          KeyTableDev t,
                                                                           const float* __restrict__ sinks,
                                                                           const int32_t* __restrict__ selected, int64_t sel_cols,
                                                                           int heads, BatchDev b, StateDev st, LayerDev L,
@@ -111,8 +112,20 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
   place(1, fetch(1));
   __syncthreads();
   if (n_tiles > 0) issue(0);
-  {  // this warpgroup's half of the query heads, to bf16, while the first tile is in flight: all 32
-     // loads of a thread at once (one round of latency)
+  if (qb) {  // this warpgroup's half of the query heads, already bf16, while the first tile is in flight
+    const __nv_bfloat16* qrow = qb + (r * heads + h0) * kHd + 256 * wg;
+    uint4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+      v[u] = h < nh ? *reinterpret_cast<const uint4*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+      *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = v[u];
+    }
+  } else {  // ... from fp32, rounded here: all 32 loads of a thread at once (one round of latency)
     const float* qrow = q + (r * heads + h0) * kHd + 256 * wg;
     float4 v[32];
 #pragma unroll
@@ -248,15 +261,18 @@ bool wgmma_supported() {
   return ok;
 }
 
-cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
-                            BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s) {
+cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
+                            int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
+                            cudaStream_t s) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !wgmma_supported()) return cudaErrorInvalidValue;
   if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
   const int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
   if (blocks > 2147483647) return cudaErrorInvalidValue;
-  launch(mqa_attention_wgmma_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(q, t, sinks, selected, sel_cols, heads, b, st,
-                                                                                            L, reinterpret_cast<__nv_bfloat16*>(out));
+  if ((q == nullptr) == (qb == nullptr)) return cudaErrorInvalidValue;
+  launch(mqa_attention_wgmma_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(
+      q, reinterpret_cast<const __nv_bfloat16*>(qb), t, sinks, selected, sel_cols, heads, b, st, L,
+      reinterpret_cast<__nv_bfloat16*>(out));
   if (unrope.inv_freq) return rope_bf16(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);
   return cudaGetLastError();
 }

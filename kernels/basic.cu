@@ -74,6 +74,12 @@ __global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* _
   }
 }
 
+__global__ void bf16_to_f32_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int64_t n) {
+  pdl_begin();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = __bfloat162float(x[i]);
+}
+
 // grid (rows, column chunks of blockDim.x): the chunk of row r's table row, written `times` times.
 __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* __restrict__ tf, int64_t vocab, int64_t cols,
                              const int32_t* __restrict__ tokens, int times, float* __restrict__ out) {
@@ -87,9 +93,26 @@ __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* 
   for (int i = 0; i < times; ++i) o[i * cols] = v;
 }
 
+// Four values of t at float4 index i (bf16 storage: eight bytes).
+__device__ __forceinline__ float4 load4(const NormTensor& t, const float* p, int64_t i) {
+  if (!t.bf16) return reinterpret_cast<const float4*>(p)[i];
+  const uint2 u = reinterpret_cast<const uint2*>(p)[i];
+  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                     __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ void store4(const NormTensor& t, float* p, int64_t i, float4 v) {
+  if (!t.bf16) {
+    reinterpret_cast<float4*>(p)[i] = v;
+    return;
+  }
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  reinterpret_cast<uint2*>(p)[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+}
+
 // One block per (row, group) of a, then of b (blocks from first_block); four values per step when
-// vec (group % 4 == 0, aligned rows). With positions, the normalised group (a head) is then rotated
-// (rope.rope_dim trailing channels).
+// vec (group % 4 == 0, aligned rows; the only case for bf16 tensors). With positions, the normalised
+// group (a head) is then rotated (rope.rope_dim trailing channels): in registers when vec and
+// rope_dim % 4 == 0 (a thread's four values are two whole pairs), else through memory.
 __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block, float eps, int group, bool vec, RopeDev rope,
                                 const int32_t* __restrict__ positions) {
   pdl_begin();
@@ -100,12 +123,13 @@ __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block,
   const int64_t block = blockIdx.x - (second ? first_block : 0);
   const int64_t groups_per_row = t.cols / group;
   const int64_t r = block / groups_per_row, g = block % groups_per_row;
-  const float* xi = t.x + r * t.cols + g * group;
-  float* oi = t.out + r * t.cols + g * group;
+  const int64_t elem = t.bf16 ? 2 : 4;  // bytes per value
+  const float* xi = reinterpret_cast<const float*>(reinterpret_cast<const char*>(t.x) + (r * t.cols + g * group) * elem);
+  float* oi = reinterpret_cast<float*>(reinterpret_cast<char*>(t.out) + (r * t.cols + g * group) * elem);
   float ss = 0.0f;
   if (vec) {
     for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
-      const float4 v = reinterpret_cast<const float4*>(xi)[i];
+      const float4 v = load4(t, xi, i);
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
   } else {
@@ -113,15 +137,23 @@ __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block,
   }
   ss = block_sum(ss, red);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
+  const bool rotate_here = vec && positions && rope.rope_dim % 4 == 0;
   if (vec) {
+    const int first_pair4 = (group - rope.rope_dim) / 4;  // the float4 index where the rotated channels start
     for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
-      float4 v = reinterpret_cast<const float4*>(xi)[i];
+      float4 v = load4(t, xi, i);
       v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
       if (w) {
         const float4 wv = reinterpret_cast<const float4*>(w)[i];
         v = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
       }
-      reinterpret_cast<float4*>(oi)[i] = v;
+      if (rotate_here && i >= first_pair4) {
+        const int pair = 2 * (i - first_pair4);
+        const float2 lo = rotate_pair(v.x, v.y, rope, positions[r], pair, false);
+        const float2 hi = rotate_pair(v.z, v.w, rope, positions[r], pair + 1, false);
+        v = make_float4(lo.x, lo.y, hi.x, hi.y);
+      }
+      store4(t, oi, i, v);
     }
   } else {
     for (int i = threadIdx.x; i < group; i += blockDim.x) {
@@ -129,7 +161,7 @@ __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block,
       oi[i] = w ? w[i] * v : v;
     }
   }
-  if (!positions) return;
+  if (!positions || rotate_here) return;
   __syncthreads();  // the block's normalised values are visible to the thread that rotates them
   rotate_pairs(oi, group, rope, positions[r], false, threadIdx.x, blockDim.x);
 }
@@ -745,6 +777,13 @@ cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned b = blocks_for(n, 256);
+  launch(bf16_to_f32_kernel, b > 4096 ? 4096 : b, 256, 0, s)(reinterpret_cast<const __nv_bfloat16*>(x), y, n);
+  return cudaGetLastError();
+}
+
 cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
   if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
   const unsigned b = blocks_for(n, 256);
@@ -782,6 +821,8 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
   auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   auto vec_ok = [&](const NormTensor& t) { return t.cols % 4 == 0 && al(t.x) && al(t.weight) && al(t.out); };
   const bool vec = group % 4 == 0 && vec_ok(a) && vec_ok(b);
+  // bf16 storage: four values per step, rotated in registers
+  if ((a.bf16 || b.bf16) && (!vec || (rope && rope->rope_dim % 4 != 0))) return cudaErrorInvalidValue;
   launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(a, b, first, eps, group, vec, rope ? *rope : RopeDev{},
                                                                        rope ? positions : nullptr);
   return cudaGetLastError();

@@ -61,6 +61,7 @@ void set_pdl(bool on);
 
 // --- elementwise / row ops (basic.cu)
 cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s);
+cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, cudaStream_t s);
 // Element i = mean + stddev * u(seed, i), u uniform with unit variance (src/backend/random_fill.h
 // computes the same values on the host). Writes f32 and/or bf16 (either may be null).
 cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s);
@@ -80,6 +81,7 @@ struct NormTensor {
   const float* weight = nullptr;  // group floats, or null
   int64_t cols = 0;               // a multiple of the group (0: no tensor)
   float* out = nullptr;
+  bool bf16 = false;  // x and out hold bf16 values (cols, group and rope_dim multiples of 4; 8-byte aligned)
 };
 cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s,
                           const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
@@ -156,6 +158,12 @@ struct GemvList {
 cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s);
 // Warps per block of gemv / gemv_list: 4 (4 blocks a multiprocessor, the default) or 8 (2 blocks).
 void set_gemv_block_warps(int warps);
+// One-row products: 8 blocks of 4 warps a multiprocessor, 2 chunks a row in flight per lane (default
+// on), or 4 blocks with 4 chunks in flight.
+void set_gemv_occupancy(bool on);
+// expert_gate_up (two outputs a warp) and expert_down (several entries a row): 4 blocks of 8 warps a
+// multiprocessor, 2 chunks a row in flight per lane (default on), or 2 blocks with twice the chunks.
+void set_expert_occupancy(bool on);
 // Experts of a few rows without a permutation. Each row has per_row() entries: slots i < top_k are
 // routed experts (experts[t, i] of the stacked w1 / w3 / w2, scaled by weights[t, i]; experts null:
 // expert 0, weights null: 1), slot top_k, when sw1 is set, the shared expert (scale 1).
@@ -227,9 +235,11 @@ cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind ki
                             cudaStream_t s);
 // The same attention as attention_mqa (head_dim 512, bf16 operands, fp32 softmax; attention_wgmma.cu)
 // from a kAttention table.
-// The output in bf16 (rows x heads x 512), rotated back by unrope when given.
-cudaError_t attention_wgmma(const float* q, KeyTableDev t, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
-                            BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope, cudaStream_t s);
+// The output in bf16 (rows x heads x 512), rotated back by unrope when given. The query from qb
+// (bf16) or q (fp32): exactly one of them.
+cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
+                            int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
+                            cudaStream_t s);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,

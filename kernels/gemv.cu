@@ -13,6 +13,12 @@ constexpr int64_t kFewBlocks = 264;  // below ~2 blocks per multiprocessor (H100
 // gemv / gemv_list blocks: 4 warps (4 blocks a multiprocessor; measured ahead of kWarps at batch 1),
 // or kWarps (set_gemv_block_warps).
 int g_gemv_block_warps = 4;
+// One-row products of 4 outputs a warp: 2 chunks of each row in flight per lane (64 registers, 8
+// blocks of 4 warps a multiprocessor) instead of 4 (128 registers, 4 blocks); set_gemv_occupancy.
+bool g_gemv_occupancy = true;
+// The expert kernels likewise: half the loads in flight per lane, twice the blocks a multiprocessor
+// (set_expert_occupancy).
+bool g_expert_occupancy = true;
 
 // Eight bf16 weights (streamed past L1) dotted with eight fp32 activations.
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
@@ -112,8 +118,9 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&w)[J], const float
 // [g k, g k + k). Shares are added in share order. W warps a block, 16 warps a multiprocessor.
 // kNorm (list.norm, plain products): each warp sums the squares of the x chunks it reads, and the
 // shares' sums give the row's inverse RMS, applied to the sum: out = inv_rms(x) (x * norm) · w.
-template <int R, int J, int W, bool kNorm>
-__global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
+// U chunks of each row in flight per lane, kBlocks blocks a multiprocessor.
+template <int R, int J, int W, bool kNorm, int U = 4, int kBlocks = 16 / W>
+__global__ void __launch_bounds__(W * 32, kBlocks) gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, int64_t k, int ks,
                                                            GemvList list) {
   __shared__ float red[W][J][R];
   __shared__ float red_ss[kNorm ? W : 1][R];
@@ -140,7 +147,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W) gemv_kernel(const float* __res
     const int64_t col = (o0 / pr.n_group) * k;  // J divides n_group: one group per warp
 #pragma unroll
     for (int r = 0; r < R; ++r) xr[r] = reinterpret_cast<const float4*>(x + min(r, rows - 1) * ldx + col);
-    dot_rows<R, J, 4, true, kNorm>(wr, xr, share * 32 + lane, 32 * ks, n8, acc, nrm);
+    dot_rows<R, J, U, true, kNorm>(wr, xr, share * 32 + lane, 32 * ks, n8, acc, nrm);
   }
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -202,9 +209,10 @@ struct Entry {
 };
 
 // grid (output groups of kWarps x J, entries): h[e][j] = scale(e) SwiGLU(x[row] · w1[ex][j], · w3[ex][j]);
-// an entry with an invalid expert gets zeros.
-template <int J>
-__global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float* __restrict__ x, int64_t d, GemvExperts ex,
+// an entry with an invalid expert gets zeros. U chunks of each row in flight per lane, kBlocks blocks
+// a multiprocessor (0: unstated).
+template <int J, int U = 8 / J, int kBlocks = 0>
+__global__ void __launch_bounds__(kWarps * 32, kBlocks) expert_gate_up_kernel(const float* __restrict__ x, int64_t d, GemvExperts ex,
                                                                     int64_t inter, float limit, float* __restrict__ h) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t e = blockIdx.y;
@@ -234,7 +242,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float
     rows_of(wr);
     const float4* xr[1] = {reinterpret_cast<const float4*>(x + en.t * d)};
     RowNorm<1> none;
-    dot_rows<1, 2 * J, 8 / J>(wr, xr, lane, 32, d / 8, acc, none);
+    dot_rows<1, 2 * J, U>(wr, xr, lane, 32, d / 8, acc, none);
   }
   const float wt = en.scale(ex);
 #pragma unroll
@@ -249,8 +257,9 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gate_up_kernel(const float
 // loads in flight as there are entries. With one entry per row it writes out directly. Else it
 // leaves them in part[e] and counts itself in counters[t][g]; the row's last block of the group
 // adds the row's parts in slot order (a fixed order whoever comes last) and resets the counter.
-template <int J>
-__global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* __restrict__ h, int64_t inter, GemvExperts ex, int64_t d,
+// U chunks of each row in flight per lane, kBlocks blocks a multiprocessor (0: unstated).
+template <int J, int U = 4, int kBlocks = 0>
+__global__ void __launch_bounds__(kWarps * 32, kBlocks) expert_down_kernel(const float* __restrict__ h, int64_t inter, GemvExperts ex, int64_t d,
                                                                  bool accumulate, float* __restrict__ out, float* part, unsigned* counters) {
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -276,7 +285,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_kernel(const float* _
     rows_of(wr);
     const float4* xr[1] = {reinterpret_cast<const float4*>(h + e * inter)};
     RowNorm<1> none;
-    dot_rows<1, J, 4>(wr, xr, lane, 32, inter / 8, acc, none);
+    dot_rows<1, J, U>(wr, xr, lane, 32, inter / 8, acc, none);
   }
   float v[J];
 #pragma unroll
@@ -341,6 +350,7 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
     return cudaGetLastError();
   };
   if constexpr (R == 1) {
+    if (J == 4 && W == 4 && g_gemv_occupancy) return go(gemv_kernel<1, 4, 4, kNorm, 2, kNorm ? 6 : 8>);
     if (J == 4) return W == 4 ? go(gemv_kernel<1, 4, 4, kNorm>) : go(gemv_kernel<1, 4, kWarps, kNorm>);
   }
   if (J == 2) return W == 4 ? go(gemv_kernel<R, 2, 4, kNorm>) : go(gemv_kernel<R, 2, kWarps, kNorm>);
@@ -357,6 +367,8 @@ cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, c
 }  // namespace
 
 void set_gemv_block_warps(int warps) { g_gemv_block_warps = warps == 4 ? 4 : kWarps; }
+void set_gemv_occupancy(bool on) { g_gemv_occupancy = on; }
+void set_expert_occupancy(bool on) { g_expert_occupancy = on; }
 
 bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
   return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);
@@ -398,7 +410,10 @@ cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvEx
     return cudaErrorInvalidValue;
   // Two outputs per warp where that still gives ~2 blocks per multiprocessor, else one.
   const int64_t wide = (inter + kWarps * 2 - 1) / (kWarps * 2);
-  if (wide * entries >= kFewBlocks)
+  if (wide * entries >= kFewBlocks && g_expert_occupancy)
+    launch(expert_gate_up_kernel<2, 2, 4>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(x, d, ex,
+                                                                                                                             inter, limit, h);
+  else if (wide * entries >= kFewBlocks)
     launch(expert_gate_up_kernel<2>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(x, d, ex, inter,
                                                                                                                        limit, h);
   else
@@ -421,6 +436,10 @@ cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvE
   if (ex.per_row() == 1)  // (the shared expert alone) more, thinner blocks: there is one entry a row
     launch(expert_down_kernel<2>, dim3(static_cast<unsigned>((d + kWarps * 2 - 1) / (kWarps * 2)), static_cast<unsigned>(rows)), kWarps * 32,
            0, s)(h, inter, ex, d, accumulate, out, part, counters);
+  else if (g_expert_occupancy)
+    launch(expert_down_kernel<kDownJ, 2, 4>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)),
+                                                  static_cast<unsigned>(entries)),
+           kWarps * 32, 0, s)(h, inter, ex, d, accumulate, out, part, counters);
   else
     launch(expert_down_kernel<kDownJ>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)),
                                             static_cast<unsigned>(entries)),

@@ -151,6 +151,15 @@ class Backend {
   // until then, so a backend may skip the zero fill (one launch fewer per tensor on a GPU).
   virtual Tensor scratch_uninit(int64_t rows, int64_t cols) { return scratch(rows, cols); }
   virtual IntTensor scratch_int_uninit(int64_t rows, int64_t cols) { return scratch_int(rows, cols); }
+  // Scratch for layer `layer`'s attention query [rows, cols], which the next product writes in full.
+  // Its storage is the backend's choice (the CUDA backend keeps a prefill query in bf16, what its
+  // tensor-core attention reads), so only these ops may touch it: the product that writes it
+  // (linear, linears, rms_norm_linears), rms_norm_rope / rms_norm_rope_pair (as x or a, in place), and
+  // attention / attention_projected, which consume it (it is not read after them).
+  virtual Tensor attention_query(int layer, int64_t rows, int64_t cols) {
+    (void)layer;
+    return scratch_uninit(rows, cols);
+  }
   virtual Result<void> read(Tensor t, float* host) = 0;
   // Host memory that read() fills fastest, for results read back every forward (the logits):
   // page-locked on a GPU, so the copy runs at bus speed without a staging copy. Contents unspecified.

@@ -296,7 +296,7 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
   be_.linears(x, ws, outs);
 
   // The products of the normalised qa: wq_b, and the indexer's queries.
-  Tensor q = be_.scratch_uninit(T, c.num_heads * hd), iq;
+  Tensor q = be_.attention_query(index, T, c.num_heads * hd), iq;
   std::vector<const DeviceWeight*> q_ws = {L.wq_b.get()};
   std::vector<Tensor> q_outs = {q};
   if (L.type == AttentionType::kCsa) {

@@ -246,7 +246,9 @@ TEST_F(CudaOps, RmsNormRopeAddGatherEmbed) {
     t.gpu->rms_norm(x.g, weighted ? w.g.get() : nullptr, 1e-6f, group, x.g);
     t.compare(fmt::format("rms_norm in place cols={} group={}", cols, group), x, kF32Tol);
   }
-  for (auto [head_dim, rope_dim, heads, factor] : std::vector<std::tuple<int, int, int, float>>{{32, 16, 4, 1.0f}, {512, 64, 3, 0.7f}, {128, 128, 2, 1.3f}}) {
+  // (rope_dim 6: the norm kernel rotates through memory, not in registers)
+  for (auto [head_dim, rope_dim, heads, factor] :
+       std::vector<std::tuple<int, int, int, float>>{{32, 16, 4, 1.0f}, {512, 64, 3, 0.7f}, {128, 128, 2, 1.3f}, {64, 6, 3, 1.0f}}) {
     std::vector<float> inv(static_cast<size_t>(rope_dim / 2));
     for (int i = 0; i < rope_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
     auto invw = t.floats(inv, 1, rope_dim / 2);
@@ -788,6 +790,30 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
           t.compare(fmt::format("{} attention_projected bf16_out={} wgmma={}", tag, bf16_out, wgmma), proj, kBf16Tol);
         }
         ASSERT_TRUE(t.gpu->set_option("wgmma_attention", 1));
+        ASSERT_TRUE(t.gpu->set_option("bf16_attention_output", 1));
+        // The query as the model makes it: attention_query (bf16 on the GPU where the wgmma attention
+        // reads it), written by its product, normalised and rotated in place, consumed by the attention.
+        const int64_t qk = 96, qcols = static_cast<int64_t>(c.heads) * hd;
+        auto qa = t.tensor(testing::randn(static_cast<size_t>(T * qk), rng), T, qk);
+        auto wq = t.floats(testing::randn(static_cast<size_t>(qcols * qk), rng, 1.0f / std::sqrt(static_cast<float>(qk))), qcols, qk);
+        std::vector<float> by_query[2];
+        for (int bf16_query : {1, 0}) {
+          ASSERT_TRUE(t.gpu->set_option("bf16_query", bf16_query));
+          Twin::T2 qq{t.cpu->attention_query(l, T, qcols), t.gpu->attention_query(l, T, qcols)};
+          t.cpu->linear(qa.c, *wq.c, qq.c);
+          t.gpu->linear(qa.g, *wq.g, qq.g);
+          t.cpu->rms_norm_rope(qq.c, nullptr, 1e-6f, hd, rope_c, qq.c);
+          t.gpu->rms_norm_rope(qq.g, nullptr, 1e-6f, hd, rope_g, qq.g);
+          auto proj = t.zeros(T, groups * n);
+          t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
+          t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+          t.compare(fmt::format("{} query chain bf16_query={}", tag, bf16_query), proj, kBf16Tol);
+          by_query[bf16_query] = t.read_gpu(proj.g);
+        }
+        // bf16_query 1 rounds the product's output once more, so the two differ where the bf16 query was
+        // used: the fused path, which needs one block per row and 64 heads to fill the GPU (> 132 blocks).
+        if (T * ((c.heads + 63) / 64) > 132) EXPECT_NE(by_query[0], by_query[1]) << tag;
+        ASSERT_TRUE(t.gpu->set_option("bf16_query", 1));
       }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);

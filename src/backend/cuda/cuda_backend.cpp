@@ -351,6 +351,7 @@ class CudaBackend final : public Backend {
 
   Result<void> begin_forward(const ForwardBatch& batch) override {
     pending_mix_ = {};
+    bf16_query_ = nullptr;
     DI_TRYV(set_device());
     DI_TRYV(flush_pending());
     if (failed_) {  // a failure of the previous forward that nobody read yet
@@ -546,7 +547,20 @@ class CudaBackend final : public Backend {
     return ScratchMark{m.first, m.second};
   }
 
-  void scratch_release(ScratchMark m) override { scratch_.release({m.a, m.b}); }
+  void scratch_release(ScratchMark m) override {
+    scratch_.release({m.a, m.b});
+    bf16_query_ = nullptr;  // its memory may be handed out again
+  }
+
+  // A prefill query that only the wgmma attention will read is kept in bf16 (written so by its
+  // product and by the norm + rope): half the bytes written and read twice (2 GB a layer at 8192 rows).
+  Tensor attention_query(int layer, int64_t rows, int64_t cols) override {
+    Tensor q = scratch_uninit(rows, cols);
+    if (q.data && bf16_query_on_ && one_bf16_input_ && fused_attention_fits(layer, rows, cols) &&
+        wgmma_table_rows(layer, rows).first >= 0)
+      bf16_query_ = q.data;
+    return q;
+  }
 
   Result<void> finish() override {
     DI_TRYV(set_device());
@@ -591,7 +605,8 @@ class CudaBackend final : public Backend {
   // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
-  // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1.
+  // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
+  // expert_occupancy 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -599,14 +614,17 @@ class CudaBackend final : public Backend {
       kn::set_moe_kernel_version(value);
       return true;
     }
-    if (name == "pdl" && (value == 0 || value == 1)) {
-      kn::set_pdl(value == 1);
-      return true;
-    }
-    if (name == "topk_regs" && (value == 0 || value == 1)) {
-      kn::set_topk_in_registers(value == 1);
-      return true;
-    }
+    static constexpr std::pair<const char*, void (*)(bool)> kKernelSwitches[] = {
+        {"pdl", kn::set_pdl},
+        {"topk_regs", kn::set_topk_in_registers},
+        {"gemv_occupancy", kn::set_gemv_occupancy},
+        {"expert_occupancy", kn::set_expert_occupancy},
+    };
+    for (const auto& [option, set] : kKernelSwitches)
+      if (name == option && (value == 0 || value == 1)) {
+        set(value == 1);
+        return true;
+      }
     if (name == "indexer_rows" && (value == 1 || value == 4)) {
       kn::set_indexer_rows_per_block(value);
       return true;
@@ -630,6 +648,7 @@ class CudaBackend final : public Backend {
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
         {"wgmma_attention", &CudaBackend::wgmma_attention_}, {"wgmma_indexer", &CudaBackend::wgmma_indexer_},
+        {"bf16_query", &CudaBackend::bf16_query_on_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -758,6 +777,11 @@ class CudaBackend final : public Backend {
     if (!expect(w.count == 1 && x.cols == w.cols && out.cols == w.rows && out.rows == x.rows,
                 "linear: [{}, {}] @ [{}, {}]^T into [{}, {}]", x.rows, x.cols, w.rows, w.cols, out.rows, out.cols))
       return;
+    if (out.data == bf16_query_) {
+      const DeviceWeight* ws[] = {&w};
+      const Tensor outs[] = {out};
+      return linears(x, ws, outs);
+    }
     gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
   }
 
@@ -792,14 +816,30 @@ class CudaBackend final : public Backend {
       if (op) check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
       return;
     }
-    if (!one_bf16_input_ || fp32_ || x.rows <= gemv_rows_ || ws.size() < 2 || !bf16_products_of(x, ws, outs))
-      return Backend::linears(x, ws, outs);
+    const bool query = std::any_of(outs.begin(), outs.end(), [&](const Tensor& t) { return t.data == bf16_query_; });
+    if (!one_bf16_input_ || fp32_ || x.rows <= gemv_rows_ || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+      if (!query) return Backend::linears(x, ws, outs);
+      // (not met where attention_query chose bf16) the products in fp32, the query then converted
+      const float* query_data = bf16_query_;
+      std::vector<Tensor> f32(outs.begin(), outs.end());
+      for (Tensor& t : f32)
+        if (t.data == query_data && !(t.data = static_cast<float*>(temp(static_cast<size_t>(t.rows * t.cols) * 4)))) return;
+      bf16_query_ = nullptr;  // what linear writes now is fp32
+      Backend::linears(x, ws, f32);
+      bf16_query_ = query_data;
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (outs[i].data == query_data)
+          check(kn::f32_to_bf16(f32[i].data, reinterpret_cast<kn::bf16_t*>(outs[i].data), outs[i].rows * outs[i].cols, stream_),
+                "attention query to bf16");
+      return;
+    }
     Op op(*this, "linears (one bf16 input)");
     if (!op) return;
     const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
     for (size_t i = 0; xb && i < ws.size(); ++i) {
       const CudaWeight& w = cw(*ws[i]);
-      if (!gemm_bf16(xb, x.rows, x.cols, x.cols, w, 0, w.rows, w.cols, 0, 1, outs[i].data, outs[i].cols)) return;
+      if (!gemm_bf16(xb, x.rows, x.cols, x.cols, w, 0, w.rows, w.cols, 0, 1, outs[i].data, outs[i].cols, outs[i].data == bf16_query_))
+        return;
     }
   }
 
@@ -848,10 +888,14 @@ class CudaBackend final : public Backend {
                     (!weight || weight->rows * weight->cols == head_dim) && rope.rope_dim <= head_dim && rope.rope_dim % 2 == 0,
                 "rms_norm_rope: [{}, {}] with head_dim {} and rope_dim {}", x.rows, x.cols, head_dim, rope.rope_dim))
       return;
+    const bool query = x.data == bf16_query_;  // (bf16, in place)
+    if (!expect(!query || out.data == x.data, "rms_norm_rope: the attention query is normalised in place")) return;
     const float* wt = weight ? fvec(*weight, "rms_norm weight") : nullptr;
     const kn::RopeDev r = rope_dev(rope);
     if ((weight && !wt) || !r.inv_freq) return;
-    check(kn::rms_norm(x.data, wt, eps, x.rows, x.cols, head_dim, out.data, stream_, &r, bdev_.positions), "rms_norm + rope");
+    check(kn::rms_norm_pair(kn::NormTensor{x.data, wt, x.cols, out.data, query}, kn::NormTensor{}, eps, x.rows, head_dim, stream_, &r,
+                            bdev_.positions),
+          "rms_norm + rope");
   }
 
   // One launch for both (a decode step's query and key norms).
@@ -871,8 +915,9 @@ class CudaBackend final : public Backend {
     const float* wb = weight_b ? fvec(*weight_b, "rms_norm weight") : nullptr;
     const kn::RopeDev r = rope_dev(rope);
     if ((weight_a && !wa) || (weight_b && !wb) || !r.inv_freq) return;
-    check(kn::rms_norm_pair(kn::NormTensor{a.data, wa, a.cols, a.data}, kn::NormTensor{b.data, wb, b.cols, b.data}, eps, a.rows, head_dim,
-                            stream_, &r, bdev_.positions),
+    check(kn::rms_norm_pair(kn::NormTensor{a.data, wa, a.cols, a.data, a.data == bf16_query_},
+                            kn::NormTensor{b.data, wb, b.cols, b.data, b.data == bf16_query_}, eps, a.rows, head_dim, stream_, &r,
+                            bdev_.positions),
           "rms_norm + rope (pair)");
   }
 
@@ -1074,7 +1119,7 @@ class CudaBackend final : public Backend {
   void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
                  const Rope* unrope = nullptr) override {
     Op op(*this, "attention");
-    if (!op || !layer_ok(layer)) return;
+    if (!op || !layer_ok(layer) || !(q = query_f32(q)).data) return;
     const LayerStateLayout& L = layout_.layers[layer];
     const int hd = L.head_dim;
     if (!expect(hd > 0 && hd <= 512 && q.cols % hd == 0 && kv.cols == hd && q.rows == bdev_.rows && kv.rows == q.rows &&
@@ -1135,26 +1180,58 @@ class CudaBackend final : public Backend {
     return static_cast<int>(std::clamp<int64_t>((2 * kSmCount) / std::max<int64_t>(blocks, 1), 1, 16));
   }
 
+  // (a query kept in bf16 by attention_query reaching an fp32 kernel) q in fp32 in the temporaries;
+  // the query is consumed. Null data: the error kept.
+  Tensor query_f32(Tensor q) {
+    if (!q.data || q.data != bf16_query_) return q;
+    bf16_query_ = nullptr;
+    Tensor f{static_cast<float*>(temp(static_cast<size_t>(q.rows * q.cols) * 4)), q.rows, q.cols};
+    if (f.data && !check(kn::bf16_to_f32(reinterpret_cast<const kn::bf16_t*>(q.data), f.data, q.rows * q.cols, stream_), "query to fp32"))
+      f.data = nullptr;
+    return f;
+  }
+
+  static constexpr int kMqaHd = 512;  // the tensor-core attention kernels' head_dim
+
+  // attention_projected's fused path (below) for a query of rows x cols, as far as the query decides it.
+  bool fused_attention_fits(int layer, int64_t rows, int64_t cols) const {
+    return bf16_attention_output_ && decode_fusions_ && !fp32_ && mqa_attention_ && layer >= 0 &&
+           layer < static_cast<int>(layout_.layers.size()) && layout_.layers[layer].head_dim == kMqaHd &&
+           kn::attention_mqa_supported(state_, layers_[layer]) && rows > gemv_rows_ && cols % kMqaHd == 0 &&
+           mqa_splits(rows, static_cast<int>(cols / kMqaHd), 64) == 1;
+  }
+
+  // The rows of the wgmma attention's key table for layer's forward and the longest sequence's
+  // share, or {-1, 0} where the wgmma kernel does not apply: the table would be large next to the
+  // batch (long contexts with few new rows each), no sm_90a device, or a graph capture (the table's
+  // size comes from the host's positions, which a replay would not update).
+  std::pair<int64_t, int64_t> wgmma_table_rows(int layer, int64_t rows) const {
+    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::wgmma_supported() || seq_steps_.size() > 65535) return {-1, 0};
+    int64_t table = 0, longest = 0;
+    for (const auto& [n_past, n_tokens] : seq_steps_) {
+      const int64_t n = kn::key_table_rows(n_past, n_tokens, layers_[layer], kn::KeyTableKind::kAttention);
+      table += n;
+      longest = std::max(longest, n);
+    }
+    if (table > 2 * rows + 8192) return {-1, 0};
+    return {table, longest};
+  }
+
   // Prefill on the tensor cores without key shares: the attention writes its output in bf16 (what
   // wo's product converts it to) and the product reads that, so the fp32 output is never written
   // (1 GB written, then read and converted, in an 8192-row layer). Else the two ops.
   void attention_projected(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, const Rope* unrope,
                            const DeviceWeight& wo, int groups, Tensor out) override {
-    constexpr int kHd = 512;
-    const bool layer_fits = layer >= 0 && layer < static_cast<int>(layout_.layers.size()) && layout_.layers[layer].head_dim == kHd &&
-                            kn::attention_mqa_supported(state_, layers_[layer]);
     const CudaWeight& w = cw(wo);
-    const int heads = static_cast<int>(q.cols / kHd);
-    const bool fused = bf16_attention_output_ && decode_fusions_ && !fp32_ && mqa_attention_ && layer_fits && q.rows > gemv_rows_ &&
-                       q.cols % kHd == 0 && mqa_splits(q.rows, heads, 64) == 1 && w.b16 && w.count == 1 && groups > 0 &&
-                       q.cols % groups == 0 && w.rows % groups == 0 && w.cols == q.cols / groups && out.rows == q.rows &&
-                       out.cols == w.rows;
-    if (!fused) return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo, groups, out);
+    const int heads = static_cast<int>(q.cols / kMqaHd);
+    const bool fused = fused_attention_fits(layer, q.rows, q.cols) && w.b16 && w.count == 1 && groups > 0 && q.cols % groups == 0 &&
+                       w.rows % groups == 0 && w.cols == q.cols / groups && out.rows == q.rows && out.cols == w.rows;
+    if (!fused) return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo, groups, out);  // (attention converts a bf16 query)
     Op op(*this, "attention + wo_a (bf16 between)");
     if (!op) return;
     const LayerStateLayout& L = layout_.layers[layer];
-    if (!expect(kv.cols == kHd && q.rows == bdev_.rows && kv.rows == q.rows && sinks.rows * sinks.cols == heads &&
-                    (!selected || selected->rows == q.rows) && (!unrope || (unrope->rope_dim <= kHd && unrope->rope_dim % 2 == 0)),
+    if (!expect(kv.cols == kMqaHd && q.rows == bdev_.rows && kv.rows == q.rows && sinks.rows * sinks.cols == heads &&
+                    (!selected || selected->rows == q.rows) && (!unrope || (unrope->rope_dim <= kMqaHd && unrope->rope_dim % 2 == 0)),
                 "attention: layer {} with q [{}, {}], kv [{}, {}]", layer, q.rows, q.cols, kv.rows, kv.cols))
       return;
     const float* sk = fvec(sinks, "attention sinks");
@@ -1163,42 +1240,40 @@ class CudaBackend final : public Backend {
     auto* ob = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(q.rows * q.cols) * 2));
     if (!ob) return;
     const bool sel = selected && L.rate > 0;
-    if (!wgmma_attention(layer, q, kv, sk, sel ? selected : nullptr, heads, un, ob) &&
-        !check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
-                                 layers_[layer], nullptr, stream_, 1, nullptr, un, 64, ob),
-               "attention (tensor cores, bf16 output)"))
-      return;
+    if (!wgmma_attention(layer, q, kv, sk, sel ? selected : nullptr, heads, un, ob)) {
+      if (!(q = query_f32(q)).data ||
+          !check(kn::attention_mqa(q.data, kv.data, sk, sel ? selected->data : nullptr, sel ? selected->cols : 0, heads, bdev_, state_,
+                                   layers_[layer], nullptr, stream_, 1, nullptr, un, 64, ob),
+                 "attention (tensor cores, bf16 output)"))
+        return;
+    }
     const int64_t k = q.cols / groups, n = w.rows / groups;
     gemm_bf16(ob, q.rows, k, q.cols, w, 0, n, k, n * k, groups, out.data, out.cols);
   }
 
   // The prefill attention on Hopper's warpgroup MMA (kernels::attention_wgmma) into ob, from a bf16
   // key table of the forward's sequences: their rings and compressed entries, converted once
-  // (each key is then read by every row that attends to it, in half the bytes). False (nothing
-  // launched, or the error kept) where it does not apply: the table would be large next to the
-  // batch (long contexts with few new rows each), no sm_90a device, or a graph capture (the table's
-  // size comes from the host's positions, which a replay would not update).
+  // (each key is then read by every row that attends to it, in half the bytes). The query is read
+  // in bf16 where attention_query kept it so (and consumed). False (nothing launched) where
+  // wgmma_table_rows says it does not apply; true with the error kept where a launch failed.
   bool wgmma_attention(int layer, Tensor q, Tensor kv, const float* sinks, const IntTensor* selected, int heads, kn::RopeDev un,
                        kn::bf16_t* ob) {
-    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::wgmma_supported() || seq_steps_.size() > 65535) return false;
+    const auto [table, longest] = wgmma_table_rows(layer, q.rows);
+    if (table < 0) return false;
+    const bool query_bf16 = q.data == bf16_query_;
+    bf16_query_ = nullptr;
     const kn::LayerDev& L = layers_[layer];
-    int64_t table = 0, longest = 0;
-    for (const auto& [n_past, n_tokens] : seq_steps_) {
-      const int64_t n = kn::key_table_rows(n_past, n_tokens, L, kn::KeyTableKind::kAttention);
-      table += n;
-      longest = std::max(longest, n);
-    }
-    if (table > 2 * q.rows + 8192) return false;
     auto* kvb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(kv.rows * kv.cols) * 2));
     auto* rows = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(table, 1) * kv.cols) * 2));
     auto* first = static_cast<int32_t*>(temp(seq_steps_.size() * 4));
     if (!kvb || !rows || !first) return true;
     const kn::KeyTableDev t{kvb, rows, first};
     (void)(check(kn::f32_to_bf16(kv.data, kvb, kv.rows * kv.cols, stream_), "attention keys to bf16") &&
-        check(kn::key_table_build(bdev_, state_, L, kn::KeyTableKind::kAttention, longest, rows, first, stream_), "attention key table") &&
-        check(kn::attention_wgmma(q.data, t, sinks, selected ? selected->data : nullptr, selected ? selected->cols : 0, heads, bdev_, state_,
-                                  L, ob, un, stream_),
-              "attention (wgmma)"));
+           check(kn::key_table_build(bdev_, state_, L, kn::KeyTableKind::kAttention, longest, rows, first, stream_), "attention key table") &&
+           check(kn::attention_wgmma(query_bf16 ? nullptr : q.data, query_bf16 ? reinterpret_cast<const kn::bf16_t*>(q.data) : nullptr, t,
+                                     sinks, selected ? selected->data : nullptr, selected ? selected->cols : 0, heads, bdev_, state_, L,
+                                     ob, un, stream_),
+                 "attention (wgmma)"));
     return true;
   }
 
@@ -1807,14 +1882,15 @@ class CudaBackend final : public Backend {
     return xb && check(kn::f32_to_bf16(x, xb, n, stream_), "activation to bf16") ? xb : nullptr;
   }
 
-  // gemm's cuBLAS product from activations already in bf16.
+  // gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values, one batch).
   bool gemm_bf16(const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
-                 int64_t w_stride, int batch, float* c, int64_t ldc) {
+                 int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16 = false) {
     const float one = 1.0f, zero = 0.0f;
+    if (c_bf16 && batch != 1) return expect(false, "bf16 GEMM output of {} batches", batch);
     if (batch == 1)
       return check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
                                      w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
-                                     CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                     c_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                         "bf16 GEMM");
     return check_blas(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
                                                  static_cast<int>(k), &one, w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride,
@@ -1906,6 +1982,8 @@ class CudaBackend final : public Backend {
   bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
   bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
   bool wgmma_indexer_ = true;          // prefill indexer scores by kernels::indexer_scores_wgmma from a bf16 table
+  bool bf16_query_on_ = true;          // attention_query: a query only the wgmma attention reads kept in bf16
+  const float* bf16_query_ = nullptr;  // ... that query's data (its storage holds bf16 values) until consumed
   int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
