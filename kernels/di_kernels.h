@@ -85,6 +85,8 @@ struct NormTensor {
 };
 cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s,
                           const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
+// rms_norm_pair for >= 4096 groups of 128, 256, 512 or 1024: a warp per group (default on), or a block.
+void set_norm_per_warp(bool on);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
 // rope on bf16 values (rotated in fp32, rounded back).

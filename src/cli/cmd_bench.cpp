@@ -111,6 +111,7 @@ constexpr Knob kKnobs[] = {
      "prefill attention output written in bf16 for wo_a (fp32 never written) vs fp32 converted by wo_a's product"},
     {"wgmma_attention", 0, 1, "attention + wo_a (bf16 between)",
      "prefill attention on wgmma from a bf16 key table of the forward vs mma.sync from the fp32 state"},
+    {"norm_per_warp", 0, 1, "rms_norm + rope", "RMS norms of 128-1024 values a warp each (8 a block) vs a block each"},
     {"bf16_query", 0, 1, "rms_norm + rope",
      "prefill attention query in bf16 from its product through the norm + rope to the wgmma attention vs fp32"},
     {"wgmma_indexer", 0, 1, "indexer_topk", "prefill indexer scores on wgmma from a bf16 index-key table vs mma.sync from the fp32 state"},

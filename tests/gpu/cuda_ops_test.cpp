@@ -229,12 +229,44 @@ TEST_F(CudaOps, GroupedLinear) {
   }
 }
 
+// Prefill-sized norms (>= 4096 groups of 128..1024 values): a warp per group, rotated in registers.
+TEST_F(CudaOps, NormsOfManyGroupsAWarpEach) {
+  const int32_t T = 600;
+  const ForwardBatch b = rows_batch(T, 70001);  // (the backends keep a view of it)
+  t.begin(b);
+  for (auto [cols, group] : std::vector<std::pair<int64_t, int>>{{8192, 1024}, {1024, 128}, {2048, 256}}) {
+    auto x = t.tensor(testing::randn(static_cast<size_t>(T * cols), rng, 3.0f), T, cols);
+    auto w = t.floats(testing::randn(static_cast<size_t>(group), rng), 1, group);
+    auto out = t.zeros(T, cols);
+    t.cpu->rms_norm(x.c, w.c.get(), 1e-6f, group, out.c);
+    t.gpu->rms_norm(x.g, w.g.get(), 1e-6f, group, out.g);
+    t.compare(fmt::format("rms_norm (a warp a group) cols={} group={}", cols, group), out, kF32Tol);
+  }
+  const int hd = 512, heads = 8, rope_dim = 64;
+  std::vector<float> inv(rope_dim / 2);
+  for (int i = 0; i < rope_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+  auto invw = t.floats(inv, 1, rope_dim / 2);
+  Rope rc{invw.c.get(), rope_dim, 0.9f}, rg{invw.g.get(), rope_dim, 0.9f};
+  auto q = t.tensor(testing::randn(static_cast<size_t>(T * heads * hd), rng), T, heads * hd);
+  auto out = t.zeros(T, heads * hd);
+  t.cpu->rms_norm_rope(q.c, nullptr, 1e-6f, hd, rc, out.c);
+  t.gpu->rms_norm_rope(q.g, nullptr, 1e-6f, hd, rg, out.g);
+  t.compare("rms_norm_rope (a warp a head)", out, kF32Tol);
+  auto w = t.floats(testing::randn(hd, rng), 1, hd);
+  auto k = t.tensor(testing::randn(static_cast<size_t>(T * hd), rng, 2.0f), T, hd);
+  t.cpu->rms_norm_rope_pair(q.c, nullptr, k.c, w.c.get(), 1e-6f, hd, rc);
+  t.gpu->rms_norm_rope_pair(q.g, nullptr, k.g, w.g.get(), 1e-6f, hd, rg);
+  t.compare("rms_norm_rope_pair (a warp a head) first", q, kF32Tol);
+  t.compare("rms_norm_rope_pair (a warp a head) second", k, kF32Tol);
+}
+
 TEST_F(CudaOps, RmsNormRopeAddGatherEmbed) {
   const int32_t T = 37;
   ForwardBatch b = rows_batch(T, 100003);  // large positions: rope angles far from 0
   b.logit_rows = {36, 0, 5, 5, 17};
   t.begin(b);
-  for (auto [cols, group, weighted] : std::vector<std::tuple<int64_t, int, bool>>{{256, 256, true}, {512, 32, false}, {7168, 7168, true}, {96, 16, true}}) {
+  for (auto [cols, group, weighted] : std::vector<std::tuple<int64_t, int, bool>>{
+           {256, 256, true}, {512, 32, false}, {7168, 7168, true}, {96, 16, true}, {2048, 1024, true}}) {
     auto xv = testing::randn(static_cast<size_t>(T * cols), rng, 3.0f);
     auto x = t.tensor(xv, T, cols);
     auto out = t.zeros(T, cols);

@@ -606,7 +606,7 @@ class CudaBackend final : public Backend {
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
   // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
-  // expert_occupancy 0|1.
+  // expert_occupancy 0|1, norm_per_warp 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -619,6 +619,7 @@ class CudaBackend final : public Backend {
         {"topk_regs", kn::set_topk_in_registers},
         {"gemv_occupancy", kn::set_gemv_occupancy},
         {"expert_occupancy", kn::set_expert_occupancy},
+        {"norm_per_warp", kn::set_norm_per_warp},
     };
     for (const auto& [option, set] : kKernelSwitches)
       if (name == option && (value == 0 || value == 1)) {
