@@ -110,6 +110,25 @@ __device__ __forceinline__ void store4(const NormTensor& t, float* p, int64_t i,
   reinterpret_cast<uint2*>(p)[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
 }
 
+// Four values of a group (float4 i) once its inverse RMS is known: times inv, times the weight's
+// float4 i (w null: none), then rotated where positions is given and i is at or past first_pair4 (the
+// float4 where the rotated channels start; rope_dim % 4 == 0, so a float4 holds two whole pairs).
+__device__ __forceinline__ float4 normalised4(float4 v, float inv, const float* w, int i, int first_pair4, const RopeDev& rope,
+                                              const int32_t* positions, int64_t r) {
+  v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+  if (w) {
+    const float4 wv = reinterpret_cast<const float4*>(w)[i];
+    v = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
+  }
+  if (positions && i >= first_pair4) {
+    const int pair = 2 * (i - first_pair4);
+    const float2 lo = rotate_pair(v.x, v.y, rope, positions[r], pair, false);
+    const float2 hi = rotate_pair(v.z, v.w, rope, positions[r], pair + 1, false);
+    v = make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  return v;
+}
+
 // One block per (row, group) of a, then of b (blocks from first_block); four values per step when
 // vec (group % 4 == 0, aligned rows; the only case for bf16 tensors). With positions, the normalised
 // group (a head) is then rotated (rope.rope_dim trailing channels): in registers when vec and
@@ -141,21 +160,8 @@ __global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block,
   const bool rotate_here = vec && positions && rope.rope_dim % 4 == 0;
   if (vec) {
     const int first_pair4 = (group - rope.rope_dim) / 4;  // the float4 index where the rotated channels start
-    for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
-      float4 v = load4(t, xi, i);
-      v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-      if (w) {
-        const float4 wv = reinterpret_cast<const float4*>(w)[i];
-        v = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
-      }
-      if (rotate_here && i >= first_pair4) {
-        const int pair = 2 * (i - first_pair4);
-        const float2 lo = rotate_pair(v.x, v.y, rope, positions[r], pair, false);
-        const float2 hi = rotate_pair(v.z, v.w, rope, positions[r], pair + 1, false);
-        v = make_float4(lo.x, lo.y, hi.x, hi.y);
-      }
-      store4(t, oi, i, v);
-    }
+    for (int i = threadIdx.x; i < group / 4; i += blockDim.x)
+      store4(t, oi, i, normalised4(load4(t, xi, i), inv, w, i, first_pair4, rope, rotate_here ? positions : nullptr, r));
   } else {
     for (int i = threadIdx.x; i < group; i += blockDim.x) {
       const float v = xi[i] * inv;
@@ -198,18 +204,7 @@ __global__ void rms_norm_warp_kernel(NormTensor a, NormTensor b, int64_t first_g
 #pragma unroll
   for (int u = 0; u < kV; ++u) {
     const int i = lane + 32 * u;
-    float4 x = make_float4(v[u].x * inv, v[u].y * inv, v[u].z * inv, v[u].w * inv);
-    if (t.weight) {
-      const float4 wv = reinterpret_cast<const float4*>(t.weight)[i];
-      x = make_float4(wv.x * x.x, wv.y * x.y, wv.z * x.z, wv.w * x.w);
-    }
-    if (positions && i >= first_pair4) {
-      const int pair = 2 * (i - first_pair4);
-      const float2 lo = rotate_pair(x.x, x.y, rope, positions[r], pair, false);
-      const float2 hi = rotate_pair(x.z, x.w, rope, positions[r], pair + 1, false);
-      x = make_float4(lo.x, lo.y, hi.x, hi.y);
-    }
-    store4(t, oi, i, x);
+    store4(t, oi, i, normalised4(v[u], inv, t.weight, i, first_pair4, rope, positions, r));
   }
 }
 
