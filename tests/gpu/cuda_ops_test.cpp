@@ -846,6 +846,28 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         // used: the fused path, which needs one block per row and 64 heads to fill the GPU (> 132 blocks).
         if (T * ((c.heads + 63) / 64) > 132) EXPECT_NE(by_query[0], by_query[1]) << tag;
         ASSERT_TRUE(t.gpu->set_option("bf16_query", 1));
+        // The safety nets: a bf16 query whose product cannot take the one-bf16-input path (written in
+        // fp32, then converted), and a bf16 query read by the plain attention (converted back).
+        for (bool plain_attention : {false, true}) {
+          Twin::T2 qq{t.cpu->attention_query(l, T, qcols), t.gpu->attention_query(l, T, qcols)};
+          if (!plain_attention) ASSERT_TRUE(t.gpu->set_option("one_bf16_input", 0));
+          t.cpu->linear(qa.c, *wq.c, qq.c);
+          t.gpu->linear(qa.g, *wq.g, qq.g);
+          ASSERT_TRUE(t.gpu->set_option("one_bf16_input", 1));
+          t.cpu->rms_norm_rope(qq.c, nullptr, 1e-6f, hd, rope_c, qq.c);
+          t.gpu->rms_norm_rope(qq.g, nullptr, 1e-6f, hd, rope_g, qq.g);
+          if (plain_attention) {
+            auto o = t.zeros(T, qcols);
+            t.cpu->attention(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, o.c, &rope_c);
+            t.gpu->attention(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, o.g, &rope_g);
+            t.compare(fmt::format("{} bf16 query into the plain attention", tag), o, kBf16Tol);
+          } else {
+            auto proj = t.zeros(T, groups * n);
+            t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
+            t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+            t.compare(fmt::format("{} bf16 query written in fp32 and converted", tag), proj, kBf16Tol);
+          }
+        }
       }
       t.cpu->window_update(l, kv.c);
       t.gpu->window_update(l, kv.g);
