@@ -844,13 +844,17 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
         }
         // bf16_query 1 rounds the product's output once more, so the two differ where the bf16 query was
         // used: the fused path, which needs one block per row and 64 heads to fill the GPU (> 132 blocks).
-        if (T * ((c.heads + 63) / 64) > 132) EXPECT_NE(by_query[0], by_query[1]) << tag;
+        if (T * ((c.heads + 63) / 64) > 132) {
+          EXPECT_NE(by_query[0], by_query[1]) << tag;
+        }
         ASSERT_TRUE(t.gpu->set_option("bf16_query", 1));
         // The safety nets: a bf16 query whose product cannot take the one-bf16-input path (written in
         // fp32, then converted), and a bf16 query read by the plain attention (converted back).
         for (bool plain_attention : {false, true}) {
           Twin::T2 qq{t.cpu->attention_query(l, T, qcols), t.gpu->attention_query(l, T, qcols)};
-          if (!plain_attention) ASSERT_TRUE(t.gpu->set_option("one_bf16_input", 0));
+          if (!plain_attention) {
+            ASSERT_TRUE(t.gpu->set_option("one_bf16_input", 0));
+          }
           t.cpu->linear(qa.c, *wq.c, qq.c);
           t.gpu->linear(qa.g, *wq.g, qq.g);
           ASSERT_TRUE(t.gpu->set_option("one_bf16_input", 1));
