@@ -1104,12 +1104,7 @@ class CudaBackend final : public Backend {
   bool index_key_table(int layer, int heads, kn::KeyTableDev& t) {
     const kn::LayerDev& L = layers_[layer];
     if (!wgmma_indexer_ || mode_ != Mode::kEager || seq_steps_.size() > 65535 || !kn::indexer_scores_wgmma_supported(heads, L)) return false;
-    int64_t rows = 0, longest = 0;
-    for (const auto& [n_past, n_tokens] : seq_steps_) {
-      const int64_t n = kn::key_table_rows(n_past, n_tokens, L, kn::KeyTableKind::kIndexer);
-      rows += n;
-      longest = std::max(longest, n);
-    }
+    const auto [rows, longest] = key_table_extent(L, kn::KeyTableKind::kIndexer);
     auto* table = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(rows, 1) * L.index_dim) * 2));
     auto* first = static_cast<int32_t*>(temp(seq_steps_.size() * 4));
     if (!table || !first) return false;
@@ -1208,14 +1203,20 @@ class CudaBackend final : public Backend {
   // size comes from the host's positions, which a replay would not update).
   std::pair<int64_t, int64_t> wgmma_table_rows(int layer, int64_t rows) const {
     if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::wgmma_supported() || seq_steps_.size() > 65535) return {-1, 0};
-    int64_t table = 0, longest = 0;
+    const auto extent = key_table_extent(layers_[layer], kn::KeyTableKind::kAttention);
+    if (extent.first > 2 * rows + 8192) return {-1, 0};
+    return extent;
+  }
+
+  // Rows of a key table of kind `kind` for this forward's sequences, and the longest sequence's share.
+  std::pair<int64_t, int64_t> key_table_extent(const kn::LayerDev& L, kn::KeyTableKind kind) const {
+    int64_t rows = 0, longest = 0;
     for (const auto& [n_past, n_tokens] : seq_steps_) {
-      const int64_t n = kn::key_table_rows(n_past, n_tokens, layers_[layer], kn::KeyTableKind::kAttention);
-      table += n;
+      const int64_t n = kn::key_table_rows(n_past, n_tokens, L, kind);
+      rows += n;
       longest = std::max(longest, n);
     }
-    if (table > 2 * rows + 8192) return {-1, 0};
-    return {table, longest};
+    return {rows, longest};
   }
 
   // Prefill on the tensor cores without key shares: the attention writes its output in bf16 (what
