@@ -296,6 +296,8 @@ struct MoePlan {
   int32_t* n_tiles;     // [1]
   int32_t max_tiles;    // ceil(entries / tile_rows) + min(n_exp, entries)
   int32_t tile_rows = kMoeTileRows;
+  int32_t* sources = nullptr;  // [entries] (optional) the input row of each permuted row: entry / top_k
+  int32_t top_k = 1;
 };
 cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s);
 // pos[i] = base[experts[i]] + local[i] (-1 for an invalid expert): entries into per-expert slabs
@@ -316,6 +318,13 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
 // y = h @ w2[e]^T (fp32 [entries, d])
 cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles,
                      const int32_t* n_tiles, int max_tiles, int tile_rows, float* y, cudaStream_t s);
+// The same two products on Hopper's warpgroup MMA for kMoeBigTileRows tiles (moe_wgmma.cu; d and
+// inter multiples of 128, an sm_90a device: wgmma_supported()). Gate/up reads its rows from x, the
+// unpermuted bf16 input, through the plan's sources (no gathered copy).
+cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
+                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s);
+cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
+                           int max_tiles, float* y, cudaStream_t s);
 // fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s);
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,

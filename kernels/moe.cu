@@ -240,11 +240,14 @@ __global__ void moe_plan_kernel(const int32_t* __restrict__ counts, int n_exp, i
 }
 
 __global__ void moe_pos_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ offsets,
-                               const int32_t* __restrict__ local, int32_t* __restrict__ pos) {
+                               const int32_t* __restrict__ local, int top_k, int32_t* __restrict__ pos, int32_t* __restrict__ sources) {
   pdl_begin();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride)
-    pos[i] = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < entries; i += stride) {
+    const int32_t p = local[i] >= 0 ? offsets[experts[i]] + local[i] : -1;
+    pos[i] = p;
+    if (sources && p >= 0) sources[p] = static_cast<int32_t>(i / top_k);
+  }
 }
 
 __global__ void moe_slab_kernel(const int32_t* __restrict__ experts, int64_t entries, const int32_t* __restrict__ local,
@@ -645,7 +648,7 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
   unsigned g = blocks_for(entries, 256);
   launch(moe_count_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, n_exp, p.counts, p.local);
   launch(moe_plan_kernel, 1, 1024, 0, s)(p.counts, n_exp, p.tile_rows, p.offsets, p.tiles, p.n_tiles);
-  launch(moe_pos_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, p.offsets, p.local, p.pos);
+  launch(moe_pos_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, p.offsets, p.local, p.top_k, p.pos, p.sources);
   return cudaGetLastError();
 }
 

@@ -516,7 +516,10 @@ TEST_F(CudaOps, RoutedExperts) {
                                   {9, 4, 70, 30, 2, false},
                                   {130, 32, 128, 64, 6, true},
                                   {600, 256, 128, 128, 6, false},   // many small groups: 64-column blocks
-                                  {4500, 8, 64, 64, 2, false}}) {  // more rows than one chunk
+                                  {4500, 8, 64, 64, 2, false},      // more rows than one chunk
+                                  {700, 16, 256, 128, 4, false},    // 128-row tiles on wgmma: 2 a expert, the last partial
+                                  {1100, 8, 384, 256, 2, false},    // ... 3 a expert; 6 K slices of 64 (> the 3 stages)
+                                  {900, 8, 512, 256, 3, false}}) {  // ... 8 K slices
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
     auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng, 1.5f), c.T, c.d);
@@ -561,32 +564,47 @@ TEST_F(CudaOps, RoutedExperts) {
     Experts ec{w1.c.get(), w3.c.get(), w2.c.get(), 1.5f}, eg{w1.g.get(), w3.g.get(), w2.g.get(), 1.5f};
     const std::string tag = fmt::format("moe_experts T={} E={} d={} inter={} k={}{}{}", c.T, c.experts, c.d, c.inter, c.k,
                                         c.mxfp4 ? " mxfp4" : "", c.skewed ? " skewed" : "");
-    // Experts averaging 32+ rows take the prefill path: cuBLAS products, or (blas_moe 0) 128-row tiles.
-    // cuBLAS over slabs per group of similar counts, over slabs of one cap, then the tile kernels
-    // cuBLAS over slabs per group of similar counts (groups of 4 experts: the cases have 8-16), over
-    // slabs of one cap, then the tile kernels
-    for (const auto& [blas, grouped] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 1}}) {
-      ASSERT_TRUE(t.gpu->set_option("blas_moe", blas));
-      ASSERT_TRUE(t.gpu->set_option("moe_group_experts", grouped ? 4 : 0));
+    // Experts averaging 32+ rows take the prefill path: 128-row tiles on wgmma (d and inter multiples of
+    // 128; by default only while experts average <= 128 rows, here always), cuBLAS over slabs per group
+    // of similar counts (groups of 4 experts: the cases have 8-16), over slabs of one cap, then the
+    // mma.sync tile kernels (blas_moe 0).
+    struct Path {
+      int wgmma_rows, blas, grouped;
+      const char* name;
+    };
+    for (const Path& p : {Path{1 << 20, 1, 1, " (wgmma where it applies)"}, Path{0, 1, 1, ""}, Path{0, 1, 0, " (one cap)"},
+                          Path{0, 0, 1, " (tile kernel)"}}) {
+      ASSERT_TRUE(t.gpu->set_option("wgmma_moe_rows", p.wgmma_rows));
+      ASSERT_TRUE(t.gpu->set_option("blas_moe", p.blas));
+      ASSERT_TRUE(t.gpu->set_option("moe_group_experts", p.grouped ? 4 : 0));
       auto out = t.tensor(init, c.T, c.d);  // accumulates
       t.cpu->moe_experts(x.c, ex.c, wts.c, ec, out.c);
       t.gpu->moe_experts(x.g, ex.g, wts.g, eg, out.g);
-      t.compare(tag + (!blas ? " (tile kernel)" : !grouped ? " (one cap)" : ""), out, kBf16Tol);
+      t.compare(tag + p.name, out, kBf16Tol);
     }
+    ASSERT_TRUE(t.gpu->set_option("wgmma_moe_rows", 128));
     ASSERT_TRUE(t.gpu->set_option("blas_moe", 1));
     ASSERT_TRUE(t.gpu->set_option("moe_group_experts", 64));
   }
 }
 
 // The MoE feed-forward as one op: routed experts + the shared expert. Few rows take the fused GEMV
-// kernels (one launch pair, parts summed by the last block); more rows the three ops.
+// kernels (one launch pair, parts summed by the last block); more rows (prefill) one bf16 copy of x
+// for both kinds, the routed sums added to the shared expert's output (fused_moe_ffn; the shared
+// expert on the side stream with shared_beside), or the three ops.
 TEST_F(CudaOps, MoeFeedForwardRoutedAndShared) {
   struct Case {
     int32_t T;
     int64_t experts, d, inter;
     int k;
   };
-  for (Case c : std::vector<Case>{{1, 16, 256, 96, 6}, {3, 8, 64, 40, 2}, {4, 32, 128, 64, 8}, {9, 8, 64, 40, 2}, {2, 8, 70, 30, 2}}) {
+  for (Case c : std::vector<Case>{{1, 16, 256, 96, 6},
+                                  {3, 8, 64, 40, 2},
+                                  {4, 32, 128, 64, 8},
+                                  {9, 8, 64, 40, 2},
+                                  {2, 8, 70, 30, 2},
+                                  {300, 8, 64, 40, 2},      // prefill: cuBLAS slabs
+                                  {700, 16, 256, 128, 2}}) {  // ... wgmma (~88 rows an expert)
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
     auto x = t.tensor(testing::randn(static_cast<size_t>(c.T * c.d), rng, 1.5f), c.T, c.d);
@@ -612,9 +630,19 @@ TEST_F(CudaOps, MoeFeedForwardRoutedAndShared) {
     const float limit = 1.5f;
     t.cpu->moe_ffn(x.c, ex.c, wts.c, Experts{w1.c.get(), w3.c.get(), w2.c.get(), limit}, Experts{s1.c.get(), s3.c.get(), s2.c.get(), limit},
                    out.c);
-    t.gpu->moe_ffn(x.g, ex.g, wts.g, Experts{w1.g.get(), w3.g.get(), w2.g.get(), limit}, Experts{s1.g.get(), s3.g.get(), s2.g.get(), limit},
-                   out.g);
-    t.compare(fmt::format("moe_ffn T={} E={} d={} inter={} k={}", c.T, c.experts, c.d, c.inter, c.k), out, kBf16Tol);
+    struct Variant {
+      int fused, beside;
+      const char* name;
+    };
+    for (const Variant& v : {Variant{1, 1, ""}, Variant{1, 0, " (shared expert after)"}, Variant{0, 0, " (three ops)"}}) {
+      ASSERT_TRUE(t.gpu->set_option("fused_moe_ffn", v.fused));
+      ASSERT_TRUE(t.gpu->set_option("shared_beside", v.beside));
+      t.gpu->moe_ffn(x.g, ex.g, wts.g, Experts{w1.g.get(), w3.g.get(), w2.g.get(), limit},
+                     Experts{s1.g.get(), s3.g.get(), s2.g.get(), limit}, out.g);
+      t.compare(fmt::format("moe_ffn T={} E={} d={} inter={} k={}{}", c.T, c.experts, c.d, c.inter, c.k, v.name), out, kBf16Tol);
+    }
+    ASSERT_TRUE(t.gpu->set_option("fused_moe_ffn", 1));
+    ASSERT_TRUE(t.gpu->set_option("shared_beside", 1));
   }
 }
 

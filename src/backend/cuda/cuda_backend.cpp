@@ -130,8 +130,14 @@ class CudaBackend final : public Backend {
       if (meta_host_[i]) cudaFreeHost(meta_host_[i]);
     }
     if (moe_host_) cudaFreeHost(moe_host_);
+    if (side_stream_) cudaStreamSynchronize(side_stream_);
     if (blas_) cublasDestroy(blas_);
     if (blas_ws_) cudaFree(blas_ws_);
+    if (side_blas_) cublasDestroy(side_blas_);
+    if (side_blas_ws_) cudaFree(side_blas_ws_);
+    if (fork_event_) cudaEventDestroy(fork_event_);
+    if (join_event_) cudaEventDestroy(join_event_);
+    if (side_stream_) cudaStreamDestroy(side_stream_);
     if (counters_) cudaFree(counters_);
     if (post_mix_) cudaFree(post_mix_);
     if (slots_) cudaFree(slots_);
@@ -606,7 +612,8 @@ class CudaBackend final : public Backend {
   // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
   // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
-  // expert_occupancy 0|1, norm_per_warp 0|1.
+  // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
+  // fused_moe_ffn 0|1, shared_beside 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -638,6 +645,10 @@ class CudaBackend final : public Backend {
       moe_group_experts_ = value;
       return true;
     }
+    if (name == "wgmma_moe_rows" && value >= 0) {
+      wgmma_moe_rows_ = value;
+      return true;
+    }
     if (name == "gemv_rows" && value >= 0 && value <= kn::kGemvMaxRows) {
       gemv_rows_ = value;
       return true;
@@ -649,7 +660,8 @@ class CudaBackend final : public Backend {
         {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
         {"wgmma_attention", &CudaBackend::wgmma_attention_}, {"wgmma_indexer", &CudaBackend::wgmma_indexer_},
-        {"bf16_query", &CudaBackend::bf16_query_on_},
+        {"bf16_query", &CudaBackend::bf16_query_on_},      {"fused_moe_ffn", &CudaBackend::fused_moe_ffn_},
+        {"shared_beside", &CudaBackend::shared_beside_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -1319,7 +1331,13 @@ class CudaBackend final : public Backend {
 
   void moe_experts(Tensor x, IntTensor experts, Tensor weights, const Experts& e, Tensor out) override {
     Op op(*this, "moe_experts");
-    if (!op) return;
+    if (op) routed_experts(x, nullptr, experts, weights, e, out);
+  }
+
+  // moe_experts' work: out += Σ_k weights[k] * expert_k(x). xb: x in bf16 where the caller has it
+  // (else the wgmma path converts it). Before anything writes out, join_side(): the shared expert may
+  // be writing it on the side stream.
+  void routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor experts, Tensor weights, const Experts& e, Tensor out) {
     const auto& w1 = cw(*e.w1);
     const auto& w3 = cw(*e.w3);
     const auto& w2 = cw(*e.w2);
@@ -1357,26 +1375,35 @@ class CudaBackend final : public Backend {
     plan.tiles = static_cast<int4*>(temp(static_cast<size_t>(max_tiles) * sizeof(int4)));
     plan.n_tiles = static_cast<int32_t*>(temp(4));
     plan.max_tiles = max_tiles;
-    const bool blas = tile_rows == kn::kMoeBigTileRows && blas_moe_ && mode_ == Mode::kEager;  // see blas_experts
+    plan.top_k = k;
+    // Prefill tiles on wgmma (an sm_90a device) while the experts average at most wgmma_moe_rows_ rows
+    // (reading the weights is the cost there: measured ~82% of the HBM peak), else cuBLAS over
+    // per-expert slabs (see blas_experts: faster once the products are bound by the tensor cores).
+    const bool wgmma_fits = !f32 && tile_rows == kn::kMoeBigTileRows && d % 128 == 0 && inter % 128 == 0 && kn::wgmma_supported();
+    const bool blas_fits = tile_rows == kn::kMoeBigTileRows && blas_moe_ && mode_ == Mode::kEager;
     const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
+    // (the wgmma products read x's rows through plan.sources: no permuted copy)
+    if (wgmma_fits && !(plan.sources = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4)))) return;
     if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles) return;
     void *xperm = nullptr, *h = nullptr;  // the tile kernels' buffers, taken when first needed
     float* y = nullptr;
-    auto tile_buffers = [&] {
-      if (!xperm) {
-        xperm = temp(static_cast<size_t>(entries_max * d) * act);
+    auto tile_buffers = [&](bool permuted_copy) {
+      if (!h) {
         h = temp(static_cast<size_t>(entries_max * inter) * act);
         y = static_cast<float*>(temp(static_cast<size_t>(entries_max * d) * 4));
       }
-      return xperm && h && y;
+      if (permuted_copy && !xperm) xperm = temp(static_cast<size_t>(entries_max * d) * act);
+      return h && y && (xperm || !permuted_copy);
     };
     for (int64_t r0 = 0; r0 < x.rows; r0 += chunk) {
       const int64_t nr = std::min(chunk, x.rows - r0), entries = nr * k;
       const int32_t* ex = experts.data + r0 * k;
       if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
       const int tiles = tiles_for(entries);
+      const bool wgmma = wgmma_fits && entries <= static_cast<int64_t>(wgmma_moe_rows_) * n_exp;
+      const bool blas = blas_fits && !wgmma;
       if (f32) {
-        if (!tile_buffers()) return;
+        if (!tile_buffers(true)) return;
         auto* xp = static_cast<float*>(xperm);
         auto* hp = static_cast<float*>(h);
         if (!check(kn::moe_gather_f32(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
@@ -1387,20 +1414,33 @@ class CudaBackend final : public Backend {
       } else {
         if (blas) {
           bool done = false;
+          join_side();
           if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, w1, w3, w2, out.data + r0 * d,
                             weights.data + r0 * k, done))
             return;
           if (done) continue;  // else routing too skewed for slabs: the tile kernels below
         }
-        if (!tile_buffers()) return;
-        auto* xp = static_cast<kn::bf16_t*>(xperm);
+        if (!tile_buffers(!wgmma)) return;
         auto* hp = static_cast<kn::bf16_t*>(h);
-        if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather")) return;
-        if (!check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
-                   "moe gate/up"))
+        if (wgmma) {
+          const kn::bf16_t* xs = xb ? xb + r0 * d : activations_bf16(x.data + r0 * d, nr * d);
+          if (!xs || !check(kn::moe_gate_up_wgmma(xs, plan.sources, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp,
+                                                  stream_),
+                            "moe gate/up"))
+            return;
+        } else {
+          auto* xp = static_cast<kn::bf16_t*>(xperm);
+          if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather") ||
+              !check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
+                     "moe gate/up"))
+            return;
+        }
+        if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_)
+                         : kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
+                   "moe down"))
           return;
-        if (!check(kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_), "moe down")) return;
       }
+      join_side();
       if (!check(kn::moe_combine(y, plan.pos, weights.data + r0 * k, nr, k, d, out.data + r0 * d, stream_), "moe combine")) return;
     }
   }
@@ -1425,7 +1465,51 @@ class CudaBackend final : public Backend {
       Op op(*this, "moe_ffn (GEMV)");
       if (!op || gemv_experts(x, g, inter, routed.limit, false, out)) return;
     }
+    if (fused_moe_ffn_ && x.rows > gemv_rows_ && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
+        s2.cols == s1.rows && s2.rows == out.cols && out.rows == x.rows) {
+      // Prefill: one bf16 copy of x for the shared and the routed experts; the routed sums added to
+      // the shared expert's output (no zeroed sum, no add). With shared_beside_ the shared expert runs
+      // on the side stream while the routed products (bound by reading the experts) run here.
+      Op op(*this, "moe_ffn (routed + shared)");
+      if (!op) return;
+      const kn::bf16_t* xb = activations_bf16(x.data, x.rows * d);
+      if (!xb) return;
+      const bool beside = shared_beside_ && mode_ == Mode::kEager;
+      if (beside) {  // (every launch and product below goes to stream_ and blas_: swapped for the shared expert)
+        if (!check(cudaEventRecord(fork_event_, stream_), "fork") || !check(cudaStreamWaitEvent(side_stream_, fork_event_), "fork")) return;
+        std::swap(stream_, side_stream_);
+        std::swap(blas_, side_blas_);
+      }
+      const bool shared_ok = shared_expert(xb, x.rows, d, s1, s3, s2, shared.limit, out);
+      if (beside) {
+        std::swap(stream_, side_stream_);
+        std::swap(blas_, side_blas_);
+        join_pending_ = check(cudaEventRecord(join_event_, side_stream_), "join");
+      }
+      if (shared_ok) routed_experts(x, xb, experts, weights, routed, out);
+      join_side();
+      return;
+    }
     Backend::moe_ffn(x, experts, weights, routed, shared, out);
+  }
+
+  // The clamped SwiGLU MLP (one expert) of xb's rows (bf16, prefill) into out: both products from xb,
+  // the SwiGLU written in bf16 for the last.
+  bool shared_expert(const kn::bf16_t* xb, int64_t rows, int64_t d, const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2,
+                     float limit, Tensor out) {
+    const int64_t inter = w1.rows;
+    auto* g = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
+    auto* u = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
+    auto* hb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(rows * inter) * 2));
+    return g && u && hb && gemm_bf16(xb, rows, d, d, w1, 0, inter, d, 0, 1, g, inter) && gemm_bf16(xb, rows, d, d, w3, 0, inter, d, 0, 1, u, inter) &&
+           check(kn::swiglu_bf16(g, u, rows * inter, limit, hb, stream_), "swiglu") &&
+           gemm_bf16(hb, rows, inter, inter, w2, 0, out.cols, inter, 0, 1, out.data, out.cols);
+  }
+
+  // The main stream waits for the shared expert's side-stream work (moe_ffn), if any is pending.
+  void join_side() {
+    if (join_pending_) check(cudaStreamWaitEvent(stream_, join_event_), "join");
+    join_pending_ = false;
   }
 
   void swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3, const DeviceWeight& w2, float limit, Tensor out) override {
@@ -1441,6 +1525,11 @@ class CudaBackend final : public Backend {
       g.n_exp = 1;
       g.w1 = cw(w1).b16, g.w3 = cw(w3).b16, g.w2 = cw(w2).b16;
       if (gemv_experts(x, g, inter, limit, false, out)) return;  // decode
+      if (x.rows > gemv_rows_) {
+        const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
+        if (xb) shared_expert(xb, x.rows, x.cols, cw(w1), cw(w3), cw(w2), limit, out);
+        return;
+      }
     }
     Tensor g{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
     Tensor u{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
@@ -1479,6 +1568,12 @@ class CudaBackend final : public Backend {
     DI_TRYV(set_device());
     cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cuda_error(e, "creating a stream");
+    int low = 0, high = 0;  // the side stream's blocks go first where both have some waiting
+    e = cudaDeviceGetStreamPriorityRange(&low, &high);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, high);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming);
+    if (e != cudaSuccess) return cuda_error(e, "creating the side stream");
     for (auto& ev : meta_event_) {
       e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
       if (e != cudaSuccess) return cuda_error(e, "creating an event");
@@ -1494,18 +1589,8 @@ class CudaBackend final : public Backend {
         at = end + 1;
       }
     }
-    cublasStatus_t s = cublasCreate(&blas_);
-    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: cannot create a handle: {}", blas_name(s));
-    s = cublasSetStream(blas_, stream_);
-    if (s == CUBLAS_STATUS_SUCCESS) {
-      // A fixed workspace keeps cuBLAS from allocating during forwards (and capturable in graphs).
-      constexpr size_t kWs = size_t(32) << 20;
-      DI_TRY(ws, device_alloc<char>(kWs, "cuBLAS workspace"));
-      blas_ws_ = ws;
-      s = cublasSetWorkspace(blas_, blas_ws_, kWs);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);  // no TF32 for fp32 products
-    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up the handle: {}", blas_name(s));
+    DI_TRYV(create_blas(stream_, blas_, blas_ws_));
+    DI_TRYV(create_blas(side_stream_, side_blas_, side_blas_ws_));  // (its own workspace: both may run at once)
     DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
     counters_ = c;
     DI_TRY(pm, device_alloc<float>(kPostMixFloats, "hyper-connection mix partials"));
@@ -1513,6 +1598,23 @@ class CudaBackend final : public Backend {
     e = cudaMemset(counters_, 0, kCounters * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return cuda_error(e, "zeroing kernel counters");
+    return ok();
+  }
+
+  // A cuBLAS handle on `stream` with a fixed workspace of its own (cuBLAS then never allocates during
+  // forwards, and graphs can capture its products).
+  Result<void> create_blas(cudaStream_t stream, cublasHandle_t& handle, void*& workspace) {
+    cublasStatus_t s = cublasCreate(&handle);
+    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: cannot create a handle: {}", blas_name(s));
+    s = cublasSetStream(handle, stream);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      constexpr size_t kWs = size_t(32) << 20;
+      DI_TRY(ws, device_alloc<char>(kWs, "cuBLAS workspace"));
+      workspace = ws;
+      s = cublasSetWorkspace(handle, workspace, kWs);
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);  // no TF32 for fp32 products
+    if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up a handle: {}", blas_name(s));
     return ok();
   }
 
@@ -1906,6 +2008,13 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
+  // moe_ffn's shared expert beside the routed products (shared_beside_): its stream, cuBLAS handle and
+  // workspace, the events that order it after x's bf16 copy and the routed sums after it.
+  cudaStream_t side_stream_ = nullptr;
+  cublasHandle_t side_blas_ = nullptr;
+  void* side_blas_ws_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  bool join_pending_ = false;
   // Counters of kernels whose last block combines the others' results (kernels::expert_down, and
   // kernels::gate_route at kRouteCounter, the last); kept zero between launches.
   static constexpr int64_t kCounters = int64_t(1) << 16, kRouteCounter = kCounters - 1;
@@ -1985,6 +2094,9 @@ class CudaBackend final : public Backend {
   bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
   bool wgmma_indexer_ = true;          // prefill indexer scores by kernels::indexer_scores_wgmma from a bf16 table
   bool bf16_query_on_ = true;          // attention_query: a query only the wgmma attention reads kept in bf16
+  bool fused_moe_ffn_ = true;  // prefill moe_ffn: one bf16 x for both expert kinds, routed sums added to the shared output
+  bool shared_beside_ = true;   // ... the shared expert on the side stream
+  int wgmma_moe_rows_ = 128;  // prefill expert products by kernels::moe_*_wgmma while experts average <= this many rows
   const float* bf16_query_ = nullptr;  // ... that query's data (its storage holds bf16 values) until consumed
   int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables

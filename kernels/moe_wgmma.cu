@@ -1,0 +1,188 @@
+// Prefill expert products on Hopper's warpgroup MMA (wgmma): the contracts of moe_gate_up and
+// moe_down (moe.cu) for 128-row tiles (moe_plan's kMoeBigTileRows), where an expert's weights are
+// the bytes that matter (a 4096-token prefill reads all 256 experts of a layer, ~96 rows each).
+//
+// A block per (tile, 128 output columns): two warpgroups, each multiplying 64 of the tile's rows by
+// the block's 128 weight rows as m64n128k16 products, both operands K-major in shared memory in the
+// 128-byte swizzled layout (wgmma.cuh). K advances 64 at a time through kStages buffers filled by
+// cp.async (rows past the tile's end zero-filled), so the loads of the next slices are in flight
+// while the tensor cores work on this one. Gate/up: the block's 128 weight rows are 64 rows of w1
+// and the same 64 of w3, so each thread holds the gate and up values of its outputs and writes the
+// clamped SwiGLU in bf16. Down: 128 rows of w2, fp32 out. Gate/up takes its rows from the unpermuted
+// input through `sources` (row r of the tile is input row sources[r]), so no gathered copy is written.
+#include "common.cuh"
+#include "wgmma.cuh"
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kCols = 128, kK = 64, kStages = 3, kThreads = 256;
+static_assert(kMoeBigTileRows == 128, "a tile is two warpgroups of 64 rows");
+constexpr uint32_t kOperandBytes = 128 * 128;  // 128 rows x 64 bf16, swizzled
+constexpr uint32_t kStageBytes = 2 * kOperandBytes;
+constexpr size_t kSmemBytes = 1024 /* alignment */ + kStages * kStageBytes;
+
+#if defined(DI_WGMMA)
+// d (64 x 128, fp32) += A (64 x 16) B^T (16 x 128); A and B K-major in shared memory (descriptors).
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+      "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+        "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+        "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+        "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(1));  // (accumulate: d starts at zero)
+}
+
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&d)[N]) {  // results of the products land here, not earlier
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+// grid (column blocks of 64 (kSwiglu) or kCols outputs, tiles): a tile's column blocks are neighbours,
+// so they run together and its rows come from DRAM once (a 4096-token layer's 24 K rows do not fit in
+// L2; read once per column block they would cost as much as the weights), and an expert's tiles are
+// neighbours too (its weight rows shared through L2). kSwiglu: out = h (bf16, n = inter columns),
+// weights w (w1) and w_up (w3); else out = y (fp32, n = d columns), weight w (w2). x rows are k wide;
+// sources (or null: row r is x's row r) maps the tiles' rows to x's.
+template <bool kSwiglu>
+__global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
+                                                             const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit,
+                                                             const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                                                             __nv_bfloat16* __restrict__ h, float* __restrict__ y) {
+  pdl_begin();
+#if defined(DI_WGMMA)
+  if (static_cast<int>(blockIdx.y) >= *n_tiles) return;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* stages = smem_raw + ((1024 - (raw & 1023)) & 1023);  // [kStages][A: 128 rows x 128 B, B: 128 rows x 128 B]
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
+
+  const int4 t = tiles[blockIdx.y];  // expert, first row, end row
+  const int64_t e = t.x, row0 = t.y;
+  const int rows = t.z - t.y;
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  constexpr int kColsPerBlock = kSwiglu ? kCols / 2 : kCols;  // outputs a block (gate/up: 64 of each weight)
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColsPerBlock;
+
+  // This thread's copies per stage: rows tid / 8 + 32 u of A and of B, 16-byte chunk tid % 8.
+  const int chunk = tid & 7;
+  const __nv_bfloat16* a_src[4];
+  const __nv_bfloat16* b_src[4];
+  bool a_live[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int r = (tid >> 3) + 32 * u;
+    a_live[u] = r < rows;
+    const int64_t row = row0 + (a_live[u] ? r : 0);
+    a_src[u] = x + (sources ? sources[row] : row) * k + 8 * chunk;
+    const int64_t wrow = kSwiglu ? c0 + (r & 63) : c0 + r;
+    b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * k + 8 * chunk;
+  }
+  auto issue = [&](int64_t kt) {  // K slice kt into its stage buffer
+    unsigned char* a_dst = stages + (kt % kStages) * kStageBytes;
+    unsigned char* b_dst = a_dst + kOperandBytes;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int r = (tid >> 3) + 32 * u;
+      cp_async16(a_dst + swizzle128(r, chunk), a_src[u] + kt * kK, a_live[u]);
+      cp_async16(b_dst + swizzle128(r, chunk), b_src[u] + kt * kK, true);
+    }
+  };
+
+  const int64_t nk = k / kK;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) issue(s);
+    cp_async_commit();  // (empty groups keep the count of groups per slice fixed)
+  }
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int64_t kt = 0; kt < nk; ++kt) {
+    cp_async_wait<kStages - 2>();  // slice kt has landed (this thread's copies)
+    fence_proxy_async();
+    __syncthreads();  // ... everyone's; and every product of slice kt - 1 is done (its buffer is free)
+    if (kt + kStages - 1 < nk) issue(kt + kStages - 1);
+    cp_async_commit();
+    const uint32_t a_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + wg * (kOperandBytes / 2);
+    const uint32_t b_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + kOperandBytes;
+    fence_registers(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kK / 16; ++ks)
+      wgmma_m64n128k16_ss(acc, smem_desc(a_addr + ks * 32, 16, 1024), smem_desc(b_addr + ks * 32, 16, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();  // (left in flight across the back edge, ptxas serializes every product)
+    fence_registers(acc);
+  }
+
+  // acc[4 i + {0, 1, 2, 3}]: rows 64 wg + 16 warp + g (+ 8 for 2, 3), columns 8 i + 2 t4 (+ 1 for 1, 3)
+  // of the block's 128 weight rows.
+  const int r_lo = 64 * wg + 16 * warp + g, r_hi = r_lo + 8;
+  if constexpr (kSwiglu) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {  // gate columns 8 i.., up columns 64 + 8 i..
+      const int64_t col = c0 + 8 * i + 2 * t4;
+      if (r_lo < rows) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(swiglu_clamped(acc[4 * i], acc[4 * (i + 8)], limit),
+                                                       swiglu_clamped(acc[4 * i + 1], acc[4 * (i + 8) + 1], limit));
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * n + col) = v;
+      }
+      if (r_hi < rows) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(swiglu_clamped(acc[4 * i + 2], acc[4 * (i + 8) + 2], limit),
+                                                       swiglu_clamped(acc[4 * i + 3], acc[4 * (i + 8) + 3], limit));
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = v;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = c0 + 8 * i + 2 * t4;
+      if (r_lo < rows) *reinterpret_cast<float2*>(y + (row0 + r_lo) * n + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
+      if (r_hi < rows) *reinterpret_cast<float2*>(y + (row0 + r_hi) * n + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+  }
+#else
+  __trap();  // built without sm_90a: wgmma_supported() keeps the backend from launching this
+#endif
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <bool kSwiglu>
+cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w, const bf16_t* w_up, int64_t k, int64_t n, float limit, const int4* tiles,
+                             const int32_t* n_tiles, int max_tiles, bf16_t* h, float* y, cudaStream_t s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  constexpr int per_block = kSwiglu ? kCols / 2 : kCols;
+  if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)) || !wgmma_supported())
+    return cudaErrorInvalidValue;
+  if (const cudaError_t e = allow_smem<moe_wgmma_kernel<kSwiglu>>(kSmemBytes); e != cudaSuccess) return e;
+  launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
+      reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w), reinterpret_cast<const __nv_bfloat16*>(w_up), k,
+      n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), y);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
+                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s) {
+  return launch_moe_wgmma<true>(x, sources, w1, w3, d, inter, limit, tiles, n_tiles, max_tiles, h, nullptr, s);
+}
+
+cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
+                           int max_tiles, float* y, cudaStream_t s) {
+  return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, nullptr, y, s);
+}
+
+}  // namespace deepinfer::kernels
