@@ -8,6 +8,9 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kMaxHc = 16;
+bool g_hc_split = true;       // hc_pre: prefill's pre, post and comb by hc_post_comb_kernel (set_hc_split)
+bool g_mix_mma = true;        // mix_partial: mix_partial_mma where it applies (set_mix_mma)
+bool g_hc_post_rows = true;   // hc_post: hc_post_rows_kernel where it applies (set_hc_post_rows)
 bool g_norm_per_warp = true;  // rms_norm_pair: a warp per group where rms_norm_warp_kernel takes it (set_norm_per_warp)
 
 // Device copy of src/backend/random_fill.h (keep identical).
@@ -333,7 +336,7 @@ __device__ __forceinline__ int halve_over_warp(float* v, int lane, int off) {
   return upper ? H : 0;
 }
 
-constexpr int kMixChunk = 512, kMixTileRows = 32, kMixRowsPerTask = 8, kMixOutsPerTask = 6;
+constexpr int kMixTileRows = 32, kMixRowsPerTask = 8, kMixOutsPerTask = 6;
 
 // grid (row tiles of 32, column chunks of kMixChunk), 8 warps: partial[row][chunk][j] for j < n, and
 // [n] the chunk's sum of squares (for the RMS norm the mixes apply). The tile's rows and the chunk of
@@ -629,11 +632,12 @@ __device__ void sinkhorn_block(float* c, int n, int iters, float eps) {
 // grid (rows, column blocks): with one column block (many rows) each block does its whole row; with
 // more (decode), the last block writes post and comb (the Sinkhorn, a serial chain) while the others
 // collapse their columns. With norm_w (the sublayer's norm weight) one block collapses the whole row
-// and normalises it. blockDim.x >= kMaxHc * kMaxHc.
+// and normalises it. comb_elsewhere (whole rows): hc_post_comb_kernel wrote post and comb, and pre
+// into the row's first partials; this kernel only collapses. blockDim.x >= kMaxHc * kMaxHc.
 __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __restrict__ partial, int splits, int hc, int64_t d,
                               const float* __restrict__ base, const float* __restrict__ scale, int iters, float eps,
-                              float norm_eps, const float* __restrict__ norm_w, bool vec, float* __restrict__ collapsed,
-                              float* __restrict__ post, float* __restrict__ comb) {
+                              float norm_eps, const float* __restrict__ norm_w, bool vec, bool comb_elsewhere,
+                              float* __restrict__ collapsed, float* __restrict__ post, float* __restrict__ comb) {
   pdl_begin();
   __shared__ float m[(2 + kMaxHc) * kMaxHc + 1];
   __shared__ float inv;
@@ -642,9 +646,16 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   __shared__ float c[kMaxHc * kMaxHc];
   const int64_t t = blockIdx.x;
   const int n = hc, nn = n * n;
-  load_mix(partial, splits, (2 + n) * n, t, n * d, norm_eps, m, &inv);
   const int tid = threadIdx.x;
   const bool whole_row = gridDim.y == 1;
+  if (comb_elsewhere) {  // hc_post_comb_kernel left pre in the row's first partials
+    if (tid < n) pre[tid] = partial[t * splits * ((2 + n) * n + 1) + tid];
+    __syncthreads();
+    const float ss = collapse_columns(streams + t * n * d, pre, n, d, 0, 1, vec, collapsed + t * d);
+    if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, collapsed + t * d, red);
+    return;
+  }
+  load_mix(partial, splits, (2 + n) * n, t, n * d, norm_eps, m, &inv);
   // post and comb: the Sinkhorn is one warp's serial chain. Where one block does the whole row, warp 0
   // runs it after the barrier that publishes `pre`, so the other warps' collapse loads go out at once.
   auto post_and_comb = [&] {
@@ -675,25 +686,73 @@ __global__ void hc_pre_kernel(const float* __restrict__ streams, const float* __
   if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, collapsed + t * d, red);  // (col_blocks is 1)
 }
 
-// grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
-// when d % 4 == 0 (vec). The sum runs in the reference's order: post * out, then j ascending.
+// Prefill: pre, post and comb of 8 rows a block, a warp a row (hc * hc <= 32: sinkhorn_warp), so
+// that hc_pre_kernel's blocks only collapse: a block that also summed the mix and ran the Sinkhorn
+// (a serial chain of shuffles) lived as long as the chain, not its loads. The mix values are summed
+// over the partials and the inverse RMS taken as load_mix does, pre, post and comb as hc_pre_kernel
+// does: the same values. pre goes to the row's first n partials (read; no longer needed) for the
+// collapse.
+constexpr int kPostCombValues = 36;  // mix values and the sum of squares: (2 + hc) hc + 1, hc <= 5
+__global__ void __launch_bounds__(256) hc_post_comb_kernel(float* partial, int splits, int hc, int64_t rows, int64_t d,
+                                                           const float* __restrict__ base, const float* __restrict__ scale, int iters,
+                                                           float eps, float norm_eps, float* __restrict__ post,
+                                                           float* __restrict__ comb) {
+  pdl_begin();
+  const int lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (t >= rows) return;  // (a whole warp: nothing below syncs the block)
+  const int n = hc, nn = n * n, n_mix = (2 + n) * n, values = n_mix + 1;
+  float acc[kPostCombValues];
+#pragma unroll
+  for (int i = 0; i < kPostCombValues; ++i) acc[i] = 0.0f;
+  for (int sp = lane; sp < splits; sp += 32) {  // every load of the row's values out before any sum
+    const float* p = partial + (t * splits + sp) * (n_mix + 1);
+#pragma unroll
+    for (int i = 0; i < kPostCombValues; ++i)
+      if (i < values) acc[i] += p[i];
+  }
+  float pre_raw = 0.0f, post_raw = 0.0f, logit_raw = 0.0f, ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPostCombValues; ++i) {
+    if (i >= values) break;
+    const float v = warp_sum(acc[i]);
+    if (i < n && lane == i) pre_raw = v;
+    if (i >= n && i < 2 * n && lane == i - n) post_raw = v;
+    if (i >= 2 * n && i < 2 * n + nn && lane == i - 2 * n) logit_raw = v;
+    if (i == values - 1) ss = v;
+  }
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(static_cast<int64_t>(n) * d) + norm_eps);
+  if (lane < n) partial[t * splits * (n_mix + 1) + lane] = sigmoidf_(pre_raw * inv * scale[0] + base[lane]) + eps;
+  if (lane < n) post[t * n + lane] = 2.0f * sigmoidf_(post_raw * inv * scale[1] + base[n + lane]);
+  const float l = lane < nn ? logit_raw * inv * scale[2] + base[2 * n + lane] : 0.0f;
+  const float v = n == 4 ? sinkhorn_warp<4>(l, n, iters, eps) : sinkhorn_warp<0>(l, n, iters, eps);
+  if (lane < nn) comb[t * nn + lane] = v;
+}
+
+// The terms of a new stream's sum, rounded the same way wherever they are taken (a product, then
+// fused multiply-adds: no contraction left to the compiler's choice).
+__device__ __forceinline__ float4 post_times4(float p, float4 v) {
+  return make_float4(__fmul_rn(p, v.x), __fmul_rn(p, v.y), __fmul_rn(p, v.z), __fmul_rn(p, v.w));
+}
+__device__ __forceinline__ void add_times4(float4& acc, float c, float4 s) {
+  acc.x = fmaf(c, s.x, acc.x);
+  acc.y = fmaf(c, s.y, acc.y);
+  acc.z = fmaf(c, s.z, acc.z);
+  acc.w = fmaf(c, s.w, acc.w);
+}
+
 // Columns x0 .. x0 + 3 of new stream k of one row: post_k out + Σ_j comb[j][k] stream_j, in the reference's
 // order (post * out, then j ascending). s: the row's hc streams, c: its comb, out_row: the sublayer output.
 __device__ __forceinline__ float4 new_stream4(const float* __restrict__ s, const float* __restrict__ c, float p,
                                               const float* __restrict__ out_row, int hc, int k, int64_t d, int64_t x0) {
   const float4 v = *reinterpret_cast<const float4*>(out_row + x0);
-  float4 acc = make_float4(p * v.x, p * v.y, p * v.z, p * v.w);
-  for (int j = 0; j < hc; ++j) {
-    const float cj = c[j * hc + k];
-    const float4 sj = *reinterpret_cast<const float4*>(s + j * d + x0);
-    acc.x += cj * sj.x;
-    acc.y += cj * sj.y;
-    acc.z += cj * sj.z;
-    acc.w += cj * sj.w;
-  }
+  float4 acc = post_times4(p, v);
+  for (int j = 0; j < hc; ++j) add_times4(acc, c[j * hc + k], *reinterpret_cast<const float4*>(s + j * d + x0));
   return acc;
 }
 
+// grid (rows * hc, column chunks): block (t, k) writes stream k of row t; four columns per thread
+// when d % 4 == 0 (vec). The sum runs in the reference's order: post * out, then j ascending.
 __global__ void hc_post_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
                                const float* __restrict__ comb, int hc, int64_t d, bool vec, float* __restrict__ ns) {
   pdl_begin();
@@ -708,13 +767,38 @@ __global__ void hc_post_kernel(const float* __restrict__ streams, const float* _
   if (vec) {
     *reinterpret_cast<float4*>(o + x0) = new_stream4(s, c, p, out + t * d, hc, k, d, x0);
   } else {
-    float acc = p * out[t * d + x0];
-    for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * s[j * d + x0];
+    float acc = __fmul_rn(p, out[t * d + x0]);
+    for (int j = 0; j < hc; ++j) acc = fmaf(c[j * hc + k], s[j * d + x0], acc);
     o[x0] = acc;
   }
 }
 
 constexpr int kPostMixThreads = 128, kPostMixCols = 4 * kPostMixThreads;
+
+// grid (rows, column chunks), HC streams: thread x writes columns 4x .. 4x + 3 of every new stream
+// of its row from one read of the old ones (hc_post_kernel's blocks, one per new stream, read each old
+// one HC times through L2, which then bounds the kernel). The same sums in the same order.
+template <int HC>
+__global__ void __launch_bounds__(256) hc_post_rows_kernel(const float* __restrict__ streams, const float* __restrict__ out,
+                                                           const float* __restrict__ post, const float* __restrict__ comb, int64_t d,
+                                                           float* __restrict__ ns) {
+  pdl_begin();
+  const int64_t t = blockIdx.x, x0 = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * 4;
+  if (x0 >= d) return;
+  const float* s = streams + t * HC * d;
+  float4 sj[HC];
+#pragma unroll
+  for (int j = 0; j < HC; ++j) sj[j] = *reinterpret_cast<const float4*>(s + j * d + x0);
+  const float4 v = *reinterpret_cast<const float4*>(out + t * d + x0);
+  const float* c = comb + t * HC * HC;
+#pragma unroll
+  for (int k = 0; k < HC; ++k) {
+    float4 acc = post_times4(post[t * HC + k], v);
+#pragma unroll
+    for (int j = 0; j < HC; ++j) add_times4(acc, c[j * HC + k], sj[j]);
+    *reinterpret_cast<float4*>(ns + (t * HC + k) * d + x0) = acc;
+  }
+}
 
 // Decode: hc_post_kernel's new streams (four columns per thread), and the mix the next hc_pre /
 // hc_head takes of them, as mix_partial's partials: block (t hc + k, c) owns columns [c 512, c 512
@@ -855,6 +939,9 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t row
 }
 
 void set_norm_per_warp(bool on) { g_norm_per_warp = on; }
+void set_mix_mma(bool on) { g_mix_mma = on; }
+void set_hc_split(bool on) { g_hc_split = on; }
+void set_hc_post_rows(bool on) { g_hc_post_rows = on; }
 
 cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s, const RopeDev* rope,
                           const int32_t* positions) {
@@ -949,11 +1036,12 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const int splits = mix_splits(K);
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
+  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (g_mix_mma && rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
   // (the largest n: up to 192 KB)
   if (const cudaError_t e = allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk); e != cudaSuccess)
     return e;
-  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);
   return cudaGetLastError();
@@ -983,16 +1071,21 @@ bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
 }
 }  // namespace
 
-cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
+cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
                    float* post, float* comb, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
-  launch(hc_pre_kernel, hc_grid(rows, d, vec, true, norm_weight != nullptr), 256, 0, s)(
-      streams, partial, splits, hc, d, base, scale, sinkhorn_iters < 1 ? 1 : sinkhorn_iters, eps, norm_eps, norm_weight, vec, collapsed,
-      post, comb);
+  const dim3 grid = hc_grid(rows, d, vec, true, norm_weight != nullptr);
+  const int iters = sinkhorn_iters < 1 ? 1 : sinkhorn_iters;
+  const bool split = g_hc_split && grid.y == 1 && hc * hc <= 32;  // (whole rows: prefill)
+  if (split)
+    launch(hc_post_comb_kernel, static_cast<unsigned>((rows + 7) / 8), 256, 0, s)(partial, splits, hc, rows, d, base, scale, iters, eps,
+                                                                                  norm_eps, post, comb);
+  launch(hc_pre_kernel, grid, 256, 0, s)(streams, partial, splits, hc, d, base, scale, iters, eps, norm_eps, norm_weight, vec, split,
+                                         collapsed, post, comb);
   return cudaGetLastError();
 }
 
@@ -1003,6 +1096,11 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
   const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
+  if (vec && hc == 4 && g_hc_post_rows) {
+    launch(hc_post_rows_kernel<4>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, d,
+                                                                                                            new_streams);
+    return cudaGetLastError();
+  }
   launch(hc_post_kernel, dim3(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, hc, d,
                                                                                                         vec, new_streams);
   return cudaGetLastError();

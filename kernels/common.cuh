@@ -232,6 +232,11 @@ inline constexpr int kMaxAttnSplits = 32;
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
                               cudaStream_t s, RopeDev unrope = {}, const int32_t* positions = nullptr);
 
+// Hyper-connection mixes (mix_partial): columns per partial, and the tensor-core path for many rows
+// (mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).
+inline constexpr int kMixChunk = 512, kMixMmaMaxOut = 24, kMixMmaMinRows = 1024;
+cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, cudaStream_t s);
+
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 2147483647 ? 2147483647 : b));

@@ -87,6 +87,15 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
                           const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
 // rms_norm_pair for >= 4096 groups of 128, 256, 512 or 1024: a warp per group (default on), or a block.
 void set_norm_per_warp(bool on);
+// mix_partial of many rows (prefill) and up to 24 outputs on the tensor cores (fp32 values as three
+// bf16 terms; default on), or on the FMA units as for few rows.
+void set_mix_mma(bool on);
+// hc_pre of many rows (prefill) sums the mix and writes pre, post and comb from a kernel of their own,
+// a warp a row (default on), or all in the collapsing block (the first version).
+void set_hc_split(bool on);
+// hc_post with hc 4 (and d % 4 == 0) writes a row's four new streams from one thread's read of the
+// old ones (default on), or a block per new stream (the first version; still taken for other hc).
+void set_hc_post_rows(bool on);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
 // rope on bf16 values (rotated in fp32, rounded back).
@@ -115,7 +124,8 @@ cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64
 // Hyper-connections from the mix partials of the raw (un-normalised) streams (`splits` chunks of
 // (2 + hc) hc + 1, resp. hc + 1, values per row); the kernels apply the unweighted RMS norm of each row.
 // hc_pre with norm_weight also applies the sublayer's RMS norm (weight norm_weight, eps norm_eps) to collapsed.
-cudaError_t hc_pre(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
+// hc_pre may overwrite partial (prefill: the collapse's weights are left in it).
+cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
                    float* post, float* comb, cudaStream_t s);
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,

@@ -271,14 +271,16 @@ class Backend {
   // a backend may do as it writes the output.
   virtual void attention(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, Tensor out,
                          const Rope* unrope = nullptr) = 0;
-  // out = grouped_linear(attention(...), wo, groups): the attention's output straight into its
-  // projection, which a backend may keep in its own precision in between (the prefill output is the
-  // largest activation of a layer). By default the two ops.
+  // out = linear(grouped_linear(attention(...), wo_a, groups), wo_b): the attention's output straight
+  // through its two projections, which a backend may keep in its own precision in between (the
+  // prefill output is the largest activation of a layer). By default the three ops.
   virtual void attention_projected(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, const Rope* unrope,
-                                   const DeviceWeight& wo, int groups, Tensor out) {
+                                   const DeviceWeight& wo_a, int groups, const DeviceWeight& wo_b, Tensor out) {
     Tensor o = scratch_uninit(q.rows, q.cols);
     attention(layer, q, kv, sinks, selected, o, unrope);
-    grouped_linear(o, wo, groups, out);
+    Tensor g = scratch_uninit(q.rows, wo_a.rows);
+    grouped_linear(o, wo_a, groups, g);
+    linear(g, wo_b, out);
   }
   // Appends this step's kv rows to the window ring of each sequence.
   virtual void window_update(int layer, Tensor kv) = 0;

@@ -318,12 +318,11 @@ Tensor DeepseekV4::attention(int index, const Layer& L, Tensor x) {
     be_.indexer_topk(index, iq, iw, c.index_heads, selected);
   }
 
-  // K=V carried rope into the output: rotated back as it is written; then wo_a.
-  Tensor og = be_.scratch_uninit(T, c.o_groups * c.o_lora_rank);
-  be_.attention_projected(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, &rope, *L.wo_a, c.o_groups, og);
-  be_.window_update(index, kv);
+  // K=V carried rope into the output: rotated back as it is written; then wo_a and wo_b.
   Tensor out = be_.scratch_uninit(T, c.hidden_size);
-  be_.linear(og, *L.wo_b, out);
+  be_.attention_projected(index, q, kv, *L.sinks, L.type == AttentionType::kCsa ? &selected : nullptr, &rope, *L.wo_a, c.o_groups,
+                          *L.wo_b, out);
+  be_.window_update(index, kv);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 namespace deepinfer {
 namespace {
@@ -347,9 +348,13 @@ TEST_F(CudaOps, HyperConnections) {
     int iters;
     int32_t T;
   };
-  // (hc 7: the block-wide Sinkhorn of 49 entries after the collapse's barrier, in one block per row)
+  // (hc 7: the block-wide Sinkhorn of 49 entries after the collapse's barrier, in one block per row,
+  // and mixes of 63 outputs: mix_partial_kernel. >= 1024 rows: the mix on the tensor cores, but for
+  // hc 2 d 101: columns not a multiple of 4, no 16-byte reads; hc 2 d 1002: 2004 columns, a last
+  // k16 step cut inside, 8 outputs, a last row tile cut inside.)
   for (Case c : std::vector<Case>{{4, 64, 20, 37}, {2, 100, 1, 5}, {4, 4096, 20, 3}, {8, 48, 3, 1}, {4, 1000, 20, 1}, {2, 100, 1, 4},
-                                  {4, 1000, 20, 300}, {4, 4096, 20, 200}, {7, 512, 3, 1000}}) {
+                                  {4, 1000, 20, 300}, {4, 4096, 20, 200}, {7, 512, 3, 1000}, {4, 1000, 20, 2100}, {2, 101, 1, 2100},
+                                  {2, 1002, 3, 1100}}) {
     ForwardBatch b = rows_batch(c.T);
     t.begin(b);
     const int mix = (2 + c.hc) * c.hc;
@@ -367,6 +372,26 @@ TEST_F(CudaOps, HyperConnections) {
     t.compare("hc_pre collapsed " + tag, collapsed, 1e-4);
     t.compare("hc_pre post " + tag, post, 1e-4);
     t.compare("hc_pre comb " + tag, comb, 1e-4);
+    {  // post and comb in the collapsing block (hc_split 0): the same sums in the same order, the same values
+      ASSERT_TRUE(t.gpu->set_option("hc_split", 0));
+      auto collapsed0 = t.zeros(c.T, c.d), post0 = t.zeros(c.T, c.hc), comb0 = t.zeros(c.T, c.hc * c.hc);
+      t.gpu->hc_pre(streams.g, hcg, collapsed0.g, post0.g, comb0.g);
+      ASSERT_TRUE(t.gpu->set_option("hc_split", 1));
+      EXPECT_EQ(t.read_gpu(collapsed0.g), t.read_gpu(collapsed.g)) << "hc_pre, hc_split 0: " << tag;
+      EXPECT_EQ(t.read_gpu(post0.g), t.read_gpu(post.g)) << "hc_pre, hc_split 0: " << tag;
+      EXPECT_EQ(t.read_gpu(comb0.g), t.read_gpu(comb.g)) << "hc_pre, hc_split 0: " << tag;
+    }
+    {  // the mix on the FMA units (mix_mma 0; the tensor cores' terms are exact to 2^-24): the same to fp32 rounding
+      ASSERT_TRUE(t.gpu->set_option("mix_mma", 0));
+      auto collapsed0 = t.zeros(c.T, c.d), post0 = t.zeros(c.T, c.hc), comb0 = t.zeros(c.T, c.hc * c.hc);
+      t.gpu->hc_pre(streams.g, hcg, collapsed0.g, post0.g, comb0.g);
+      ASSERT_TRUE(t.gpu->set_option("mix_mma", 1));
+      for (const auto& [name, a, b] : {std::tuple{"collapsed", &collapsed0, &collapsed}, std::tuple{"post", &post0, &post},
+                                       std::tuple{"comb", &comb0, &comb}}) {
+        const auto dv = testing::deviation_of(t.read_gpu(a->g), t.read_gpu(b->g));
+        EXPECT_LE(dv.relative, 1e-5) << "hc_pre " << name << ", mix_mma 0 against 1: " << tag << " max abs " << dv.max_abs;
+      }
+    }
     // With the sublayer's norm applied in the same op: equal to hc_pre then rms_norm.
     auto norm_w = t.floats(testing::randn(static_cast<size_t>(c.d), rng, 0.2f), 1, c.d);
     hcc.sublayer_norm = norm_w.c.get();
@@ -386,6 +411,13 @@ TEST_F(CudaOps, HyperConnections) {
     t.cpu->hc_post(streams.c, out.c, post.c, comb.c, next.c);
     t.gpu->hc_post(streams.g, out.g, post.g, comb.g, next.g);
     t.compare("hc_post " + tag, next, 1e-4);
+    {  // a block per new stream (hc_post_rows 0): the same sums in the same order, the same values
+      ASSERT_TRUE(t.gpu->set_option("hc_post_rows", 0));
+      auto next0 = t.zeros(c.T, D);
+      t.gpu->hc_post(streams.g, out.g, post.g, comb.g, next0.g);
+      ASSERT_TRUE(t.gpu->set_option("hc_post_rows", 1));
+      EXPECT_EQ(t.read_gpu(next0.g), t.read_gpu(next.g)) << "hc_post, hc_post_rows 0: " << tag;
+    }
     auto hfn = t.floats(testing::randn(static_cast<size_t>(c.hc * D), rng, 1.0f / std::sqrt(static_cast<float>(D))), c.hc, D);
     auto hbase = t.floats(testing::randn(c.hc, rng, 0.5f), 1, c.hc);
     auto hscale = t.floats({0.9f}, 1, 1);
@@ -836,17 +868,22 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
           EXPECT_LE(du.relative, mqa ? kBf16Tol : 1e-4) << tag << " unrope mqa=" << mqa << " max abs " << du.max_abs;
         }
       }
-      if (hd == 512) {  // straight into a grouped projection: bf16 between the two where no key shares split a row (101 rows x 80 heads)
+      // Straight into a grouped projection and a plain one: bf16 between the three where no key shares
+      // split a row (101 rows x 80 heads).
+      if (hd == 512) {
         const int groups = 2;
         const int64_t n = 24, kc = static_cast<int64_t>(c.heads) * hd / groups;
         auto wo = t.floats(testing::randn(static_cast<size_t>(groups * n * kc), rng, 1.0f / std::sqrt(static_cast<float>(kc))), groups * n, kc);
+        const int64_t nb = 40;  // wo_b's rows (the hidden size)
+        auto wob = t.floats(testing::randn(static_cast<size_t>(nb * groups * n), rng, 1.0f / std::sqrt(static_cast<float>(groups * n))),
+                            nb, groups * n);
         // bf16 output from the wgmma kernel (sm_90a), from the mma.sync one, then fp32 output
         for (const auto& [bf16_out, wgmma] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 0}}) {
           ASSERT_TRUE(t.gpu->set_option("bf16_attention_output", bf16_out));
           ASSERT_TRUE(t.gpu->set_option("wgmma_attention", wgmma));
-          auto proj = t.zeros(T, groups * n);
-          t.cpu->attention_projected(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
-          t.gpu->attention_projected(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+          auto proj = t.zeros(T, nb);
+          t.cpu->attention_projected(l, q.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, *wob.c, proj.c);
+          t.gpu->attention_projected(l, q.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, *wob.g, proj.g);
           t.compare(fmt::format("{} attention_projected bf16_out={} wgmma={}", tag, bf16_out, wgmma), proj, kBf16Tol);
         }
         ASSERT_TRUE(t.gpu->set_option("wgmma_attention", 1));
@@ -864,9 +901,9 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
           t.gpu->linear(qa.g, *wq.g, qq.g);
           t.cpu->rms_norm_rope(qq.c, nullptr, 1e-6f, hd, rope_c, qq.c);
           t.gpu->rms_norm_rope(qq.g, nullptr, 1e-6f, hd, rope_g, qq.g);
-          auto proj = t.zeros(T, groups * n);
-          t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
-          t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+          auto proj = t.zeros(T, nb);
+          t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, *wob.c, proj.c);
+          t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, *wob.g, proj.g);
           t.compare(fmt::format("{} query chain bf16_query={}", tag, bf16_query), proj, kBf16Tol);
           by_query[bf16_query] = t.read_gpu(proj.g);
         }
@@ -894,9 +931,9 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
             t.gpu->attention(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, o.g, &rope_g);
             t.compare(fmt::format("{} bf16 query into the plain attention", tag), o, kBf16Tol);
           } else {
-            auto proj = t.zeros(T, groups * n);
-            t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, proj.c);
-            t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, proj.g);
+            auto proj = t.zeros(T, nb);
+            t.cpu->attention_projected(l, qq.c, kv.c, *sinks.c, L.index_dim ? &sel.c : nullptr, &rope_c, *wo.c, groups, *wob.c, proj.c);
+            t.gpu->attention_projected(l, qq.g, kv.g, *sinks.g, L.index_dim ? &sel.g : nullptr, &rope_g, *wo.g, groups, *wob.g, proj.g);
             t.compare(fmt::format("{} bf16 query written in fp32 and converted", tag), proj, kBf16Tol);
           }
         }

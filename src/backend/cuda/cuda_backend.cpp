@@ -613,7 +613,7 @@ class CudaBackend final : public Backend {
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
   // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
   // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
-  // fused_moe_ffn 0|1, shared_beside 0|1.
+  // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -627,6 +627,9 @@ class CudaBackend final : public Backend {
         {"gemv_occupancy", kn::set_gemv_occupancy},
         {"expert_occupancy", kn::set_expert_occupancy},
         {"norm_per_warp", kn::set_norm_per_warp},
+        {"mix_mma", kn::set_mix_mma},
+        {"hc_post_rows", kn::set_hc_post_rows},
+        {"hc_split", kn::set_hc_split},
     };
     for (const auto& [option, set] : kKernelSwitches)
       if (name == option && (value == 0 || value == 1)) {
@@ -1232,16 +1235,20 @@ class CudaBackend final : public Backend {
   }
 
   // Prefill on the tensor cores without key shares: the attention writes its output in bf16 (what
-  // wo's product converts it to) and the product reads that, so the fp32 output is never written
-  // (1 GB written, then read and converted, in an 8192-row layer). Else the two ops.
+  // wo_a's product converts it to), wo_a's product reads that and writes its own output in bf16
+  // (what wo_b's product converts it to), so neither fp32 activation is written (1 GB and 256 MB
+  // written, then read and converted, in an 8192-row layer). Else the three ops.
   void attention_projected(int layer, Tensor q, Tensor kv, const DeviceWeight& sinks, const IntTensor* selected, const Rope* unrope,
-                           const DeviceWeight& wo, int groups, Tensor out) override {
-    const CudaWeight& w = cw(wo);
+                           const DeviceWeight& wo_a, int groups, const DeviceWeight& wo_b, Tensor out) override {
+    const CudaWeight& wa = cw(wo_a);
+    const CudaWeight& wb = cw(wo_b);
     const int heads = static_cast<int>(q.cols / kMqaHd);
-    const bool fused = fused_attention_fits(layer, q.rows, q.cols) && w.b16 && w.count == 1 && groups > 0 && q.cols % groups == 0 &&
-                       w.rows % groups == 0 && w.cols == q.cols / groups && out.rows == q.rows && out.cols == w.rows;
-    if (!fused) return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo, groups, out);  // (attention converts a bf16 query)
-    Op op(*this, "attention + wo_a (bf16 between)");
+    const bool fused = fused_attention_fits(layer, q.rows, q.cols) && wa.b16 && wa.count == 1 && groups > 0 && q.cols % groups == 0 &&
+                       wa.rows % groups == 0 && wa.cols == q.cols / groups && wb.b16 && wb.count == 1 && wb.cols == wa.rows &&
+                       out.rows == q.rows && out.cols == wb.rows;
+    if (!fused)  // (attention converts a bf16 query)
+      return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo_a, groups, wo_b, out);
+    Op op(*this, "attention + wo_a + wo_b (bf16 between)");
     if (!op) return;
     const LayerStateLayout& L = layout_.layers[layer];
     if (!expect(kv.cols == kMqaHd && q.rows == bdev_.rows && kv.rows == q.rows && sinks.rows * sinks.cols == heads &&
@@ -1252,7 +1259,8 @@ class CudaBackend final : public Backend {
     kn::RopeDev un;
     if (!sk || (unrope && !(un = rope_dev(*unrope)).inv_freq)) return;
     auto* ob = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(q.rows * q.cols) * 2));
-    if (!ob) return;
+    auto* gb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(q.rows * wa.rows) * 2));
+    if (!ob || !gb) return;
     const bool sel = selected && L.rate > 0;
     if (!wgmma_attention(layer, q, kv, sk, sel ? selected : nullptr, heads, un, ob)) {
       if (!(q = query_f32(q)).data ||
@@ -1261,8 +1269,9 @@ class CudaBackend final : public Backend {
                  "attention (tensor cores, bf16 output)"))
         return;
     }
-    const int64_t k = q.cols / groups, n = w.rows / groups;
-    gemm_bf16(ob, q.rows, k, q.cols, w, 0, n, k, n * k, groups, out.data, out.cols);
+    const int64_t k = q.cols / groups, n = wa.rows / groups;
+    (void)(gemm_bf16(ob, q.rows, k, q.cols, wa, 0, n, k, n * k, groups, reinterpret_cast<float*>(gb), wa.rows, true) &&
+           gemm_bf16(gb, q.rows, wa.rows, wa.rows, wb, 0, wb.rows, wb.cols, 0, 1, out.data, out.cols));
   }
 
   // The prefill attention on Hopper's warpgroup MMA (kernels::attention_wgmma) into ob, from a bf16
@@ -1946,7 +1955,7 @@ class CudaBackend final : public Backend {
   // A hyper-connection mix of x (n outputs) in the partial layout of kernels::mix_partial: its
   // kernel where the weight has an fp32 copy and n is small, else (one split) cuBLAS and
   // kernels::row_sumsq. Returns the partials (null on failure) and their split count.
-  std::pair<const float*, int> mix_product(Tensor x, const CudaWeight& w, int n) {
+  std::pair<float*, int> mix_product(Tensor x, const CudaWeight& w, int n) {
     const PendingMix pending = std::exchange(pending_mix_, {});
     if (pending.streams == x.data && pending.fn == &w) return {post_mix_, pending.splits};  // hc_post computed it
     const bool kernel = w.f32 && n <= kn::kMixMaxOut;
@@ -1986,11 +1995,10 @@ class CudaBackend final : public Backend {
     return xb && check(kn::f32_to_bf16(x, xb, n, stream_), "activation to bf16") ? xb : nullptr;
   }
 
-  // gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values, one batch).
+  // gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values).
   bool gemm_bf16(const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
                  int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16 = false) {
     const float one = 1.0f, zero = 0.0f;
-    if (c_bf16 && batch != 1) return expect(false, "bf16 GEMM output of {} batches", batch);
     if (batch == 1)
       return check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
                                      w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
@@ -1998,8 +2006,8 @@ class CudaBackend final : public Backend {
                         "bf16 GEMM");
     return check_blas(cublasGemmStridedBatchedEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
                                                  static_cast<int>(k), &one, w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride,
-                                                 xb, CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, CUDA_R_32F, static_cast<int>(ldc),
-                                                 n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                                 xb, CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, c_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                                 static_cast<int>(ldc), n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       "bf16 GEMM");
   }
 
