@@ -58,6 +58,52 @@ struct TableKeys {
   }
 };
 
+// Two bf16 values (the lower-addressed one in the low half) as floats: exact.
+__device__ __forceinline__ float2 unpack_bf16(uint32_t u) { return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u)); }
+
+// A bf16 query row's heads as the kernel loads them (v[u]: channels 8 lane .. + 8 of this
+// warpgroup's 256 of head 4 u + warp), RMS-normalised and rotated by position: the two warpgroups'
+// sums of squares meet in hs ([2][64] floats; a block-wide barrier inside).
+__device__ __forceinline__ void normalise_query(uint4 (&v)[16], const QueryNorm& qn, int32_t position, int wg, int wt, float* hs) {
+  const int warp = wt >> 5, lane = wt & 31;
+  float ss[16];
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const uint32_t w[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = unpack_bf16(w[k]);
+      acc += f.x * f.x + f.y * f.y;
+    }
+    ss[u] = warp_sum(acc);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int u = 0; u < 16; ++u) hs[64 * wg + 4 * u + warp] = ss[u];
+  }
+  __syncthreads();
+  const int dim0 = 256 * wg + 8 * lane, first = kHd - qn.rope.rope_dim;  // this thread's first channel; the rotated ones
+  float2 cs[4];  // the angles of this thread's pairs, the same for every head (computed once)
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (dim0 + 2 * k >= first) cs[k] = rope_cos_sin(qn.rope, position, (dim0 + 2 * k - first) / 2, false);
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int h = 4 * u + warp;
+    const float inv = 1.0f / sqrtf((hs[h] + hs[64 + h]) / static_cast<float>(kHd) + qn.eps);
+    uint32_t w[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float2 f = unpack_bf16(w[k]);
+      f = make_float2(f.x * inv, f.y * inv);
+      if (dim0 + 2 * k >= first) f = rotate_by(f.x, f.y, cs[k]);
+      w[k] = pack_bf16(f.x, f.y);
+    }
+    v[u] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 #if defined(DI_WGMMA)
 template <int N>
 __device__ __forceinline__ void fence_operands(float (&d)[N]) {  // results of the products land here, not earlier
@@ -71,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
                                                                           const float* __restrict__ sinks,
                                                                           const int32_t* __restrict__ selected, int64_t sel_cols,
                                                                           int heads, BatchDev b, StateDev st, LayerDev L,
-                                                                          __nv_bfloat16* __restrict__ out) {
+                                                                          QueryNorm qn, __nv_bfloat16* __restrict__ out) {
   pdl_begin();
 #if defined(DI_WGMMA)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -120,6 +166,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
       v[u] = h < nh ? *reinterpret_cast<const uint4*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : make_uint4(0, 0, 0, 0);
     }
+    // (exch is free until the first tile's S halves, written after the loop's first barrier)
+    if (qn.eps >= 0.0f) normalise_query(v, qn, b.positions[r], wg, wt, reinterpret_cast<float*>(exch));
 #pragma unroll
     for (int u = 0; u < 16; ++u) {
       const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
@@ -263,15 +311,16 @@ bool wgmma_supported() {
 
 cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
                             int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
-                            cudaStream_t s) {
+                            QueryNorm qn, cudaStream_t s) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !wgmma_supported()) return cudaErrorInvalidValue;
   if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
   const int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
   if (blocks > 2147483647) return cudaErrorInvalidValue;
   if ((q == nullptr) == (qb == nullptr)) return cudaErrorInvalidValue;
+  if (qn.eps >= 0.0f && (!qb || !qn.rope.inv_freq || qn.rope.rope_dim % 2 != 0 || qn.rope.rope_dim > kHd)) return cudaErrorInvalidValue;
   launch(mqa_attention_wgmma_kernel, static_cast<unsigned>(blocks), kThreads, kSmemBytes, s)(
-      q, reinterpret_cast<const __nv_bfloat16*>(qb), t, sinks, selected, sel_cols, heads, b, st, L,
+      q, reinterpret_cast<const __nv_bfloat16*>(qb), t, sinks, selected, sel_cols, heads, b, st, L, qn,
       reinterpret_cast<__nv_bfloat16*>(out));
   if (unrope.inv_freq) return rope_bf16(out, b.rows, static_cast<int64_t>(heads) * kHd, kHd, unrope, b.positions, true, s);
   return cudaGetLastError();

@@ -140,14 +140,20 @@ __device__ __forceinline__ bf16_t to_bf16_bits(float f) {
   return *reinterpret_cast<bf16_t*>(&h);
 }
 
-// Rope pair i (channels 2i, 2i + 1 of the rope part) rotated by position * inv_freq[i] (the negative
-// angle if inverse).
-__device__ __forceinline__ float2 rotate_pair(float x0, float x1, const RopeDev& r, int32_t position, int i, bool inverse) {
+// Rope pair i's (channels 2i, 2i + 1 of the rope part) cosine and sine of position * inv_freq[i]
+// (the negative angle if inverse), times attention_factor.
+__device__ __forceinline__ float2 rope_cos_sin(const RopeDev& r, int32_t position, int i, bool inverse) {
   const float angle = static_cast<float>(position) * r.inv_freq[i];
   const float c = cosf(angle) * r.attention_factor;
   float sn = sinf(angle) * r.attention_factor;
   if (inverse) sn = -sn;
-  return make_float2(x0 * c - x1 * sn, x1 * c + x0 * sn);
+  return make_float2(c, sn);
+}
+__device__ __forceinline__ float2 rotate_by(float x0, float x1, float2 cs) { return make_float2(x0 * cs.x - x1 * cs.y, x1 * cs.x + x0 * cs.y); }
+
+// Rope pair i rotated by position * inv_freq[i] (the negative angle if inverse).
+__device__ __forceinline__ float2 rotate_pair(float x0, float x1, const RopeDev& r, int32_t position, int i, bool inverse) {
+  return rotate_by(x0, x1, rope_cos_sin(r, position, i, inverse));
 }
 
 // Rotates the trailing rope_dim channels of one head vector held in memory (angle negated if inverse).
@@ -231,6 +237,26 @@ inline constexpr int kMaxAttnSplits = 32;
 // by its row's position (Backend::attention's unrope).
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
                               cudaStream_t s, RopeDev unrope = {}, const int32_t* positions = nullptr);
+
+// For a block's rows i0 .. i0 + R - 1 of a launch over rows row_begin .. row_begin + n_rows - 1 (the
+// indexer kernels): each row's visible compressed entries ((position + 1) / rate; 0 past n_rows) and
+// sequence (-1 past n_rows). Returns the largest count; `shared`: every valid row is of one sequence.
+template <int R>
+__device__ __forceinline__ int32_t rows_visible(const BatchDev& b, const LayerDev& L, int64_t row_begin, int64_t i0, int64_t n_rows,
+                                                int32_t (&vis)[R], int32_t (&seq)[R], bool& shared) {
+  int32_t vis_max = 0;
+  shared = true;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const bool valid = i0 + j < n_rows;
+    const int64_t r = row_begin + i0 + j;
+    vis[j] = valid ? (b.positions[r] + 1) / L.rate : 0;
+    seq[j] = valid ? b.row_seq[r] : -1;
+    vis_max = max(vis_max, vis[j]);
+    shared = shared && (!valid || seq[j] == seq[0]);
+  }
+  return vis_max;
+}
 
 // Hyper-connection mixes (mix_partial): columns per partial, and the tensor-core path for many rows
 // (mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).

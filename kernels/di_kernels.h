@@ -202,10 +202,14 @@ cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvE
 // Pools each closing window of `jobs` into one normalised, rotated entry (reads this step's kv/gate
 // rows and the ring of earlier steps). Run before compress_ring_write of the same step.
 // Launches max_jobs blocks; those at or past *n_jobs (device) do nothing, so that a captured graph
-// serves steps with any number of closing windows up to max_jobs.
+// serves steps with any number of closing windows up to max_jobs. With `part` (max_jobs x
+// compress_pool_runs(L) x 3 x dim floats; null: one launch) windows of more than kCompressRunSlots
+// slots are pooled in runs of that many by more blocks, then merged.
 cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
                           RopeDev rope, bool indexer, const CompressJob* jobs, const int32_t* n_jobs, int max_jobs,
-                          BatchDev b, StateDev st, LayerDev L, cudaStream_t s);
+                          BatchDev b, StateDev st, LayerDev L, float* part, cudaStream_t s);
+constexpr int kCompressRunSlots = 8;
+int compress_pool_runs(const LayerDev& L);
 // Stores this step's last ring_rows kv | gate+ape rows into each sequence's compressor ring.
 cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
                                 StateDev st, LayerDev L, cudaStream_t s);
@@ -248,10 +252,15 @@ cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind ki
 // The same attention as attention_mqa (head_dim 512, bf16 operands, fp32 softmax; attention_wgmma.cu)
 // from a kAttention table.
 // The output in bf16 (rows x heads x 512), rotated back by unrope when given. The query from qb
-// (bf16) or q (fp32): exactly one of them.
+// (bf16) or q (fp32): exactly one of them. With qn (qb only), each query head is RMS-normalised
+// (no weight) and rotated by its row's position as it is loaded, instead of by rms_norm_pair before.
+struct QueryNorm {
+  float eps = -1.0f;  // < 0: the query is read as it is
+  RopeDev rope;
+};
 cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
                             int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
-                            cudaStream_t s);
+                            QueryNorm qn, cudaStream_t s);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
@@ -276,6 +285,9 @@ cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_
 // Rows of up to 16 K entries held in registers by topk_rows (the default), or read every pass as
 // longer rows are (false: the comparison and its test).
 void set_topk_in_registers(bool on);
+// Blocks sized to the row length (256..1024 threads; the default) or 1024 threads for every row
+// (false: the comparison).
+void set_topk_small_blocks(bool on);
 
 // --- MoE (moe.cu)
 enum class ScoreFunc : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
@@ -333,8 +345,9 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
 // unpermuted bf16 input, through the plan's sources (no gathered copy).
 cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
                               float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s);
+// Down writes y in fp32 or (y null) in bf16 to y_bf16.
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                           int max_tiles, float* y, cudaStream_t s);
+                           int max_tiles, float* y, bf16_t* y_bf16, cudaStream_t s);
 // fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s);
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,
@@ -343,6 +356,8 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
                          int max_tiles, float* y, cudaStream_t s);
 // out[t] += Σ_i weights[t, i] * y[pos[t * top_k + i]]
 cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
+                        float* out, cudaStream_t s);
+cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, cudaStream_t s);
 
 }  // namespace deepinfer::kernels

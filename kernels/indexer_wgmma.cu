@@ -43,17 +43,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const
 
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;  // the block's first row of this launch
   int32_t vis[kRows], seq[kRows];
-  int32_t vis_max = 0;
-  bool shared = true;
-#pragma unroll
-  for (int j = 0; j < kRows; ++j) {
-    const bool valid = i0 + j < n_rows;
-    const int64_t r = row_begin + i0 + j;
-    vis[j] = valid ? (b.positions[r] + 1) / L.rate : 0;
-    seq[j] = valid ? b.row_seq[r] : -1;
-    vis_max = max(vis_max, vis[j]);
-    shared = shared && (!valid || seq[j] == seq[0]);
-  }
+  bool shared;
+  const int32_t vis_max = rows_visible(b, L, row_begin, i0, n_rows, vis, seq, shared);
   const int64_t chunk0 = static_cast<int64_t>(blockIdx.y) * tiles_per_block * kTile;
   if (chunk0 >= vis_max) return;
   const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;

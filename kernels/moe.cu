@@ -556,9 +556,19 @@ __global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, in
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) xperm[static_cast<int64_t>(p) * d + c] = src[c];
 }
 
+// Four consecutive values of y as floats (fp32, or bf16: the wgmma down product's output).
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
 // grid (rows, column chunks of 256 threads): one column per thread (four when vec: d % 4 == 0,
 // aligned rows), so that a small batch still spreads its loads over many blocks.
-__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos, const float* __restrict__ weights,
+template <typename T>
+__global__ void moe_combine_kernel(const T* __restrict__ y, const int32_t* __restrict__ pos, const float* __restrict__ weights,
                                    int top_k, int64_t d, bool vec, float* __restrict__ out) {
   pdl_begin();
   const int64_t t = blockIdx.x;
@@ -570,7 +580,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
       const int32_t p = pos[t * top_k + i];
       if (p < 0) continue;
       const float wt = weights[t * top_k + i];
-      const float4 v = reinterpret_cast<const float4*>(y + static_cast<int64_t>(p) * d)[c];
+      const float4 v = load4(y + static_cast<int64_t>(p) * d + 4 * c);
       acc.x += v.x * wt;
       acc.y += v.y * wt;
       acc.z += v.z * wt;
@@ -584,7 +594,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
     float acc = out[t * d + c];
     for (int i = 0; i < top_k; ++i) {
       const int32_t p = pos[t * top_k + i];
-      if (p >= 0) acc += y[static_cast<int64_t>(p) * d + c] * weights[t * top_k + i];
+      if (p >= 0) acc += static_cast<float>(y[static_cast<int64_t>(p) * d + c]) * weights[t * top_k + i];
     }
     out[t * d + c] = acc;
   }
@@ -740,15 +750,28 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
   return cudaGetLastError();
 }
 
-cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
-                        float* out, cudaStream_t s) {
+namespace {
+template <typename T>
+cudaError_t launch_moe_combine(const T* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d, float* out,
+                               cudaStream_t s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % (4 * sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535) return cudaErrorInvalidValue;
-  launch(moe_combine_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(y, pos, weights, top_k, d, vec,
-                                                                                                         out);
+  launch(moe_combine_kernel<T>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(y, pos, weights, top_k, d, vec,
+                                                                                                            out);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
+                        float* out, cudaStream_t s) {
+  return launch_moe_combine(y, pos, weights, rows, top_k, d, out, s);
+}
+
+cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
+                        float* out, cudaStream_t s) {
+  return launch_moe_combine(reinterpret_cast<const __nv_bfloat16*>(y), pos, weights, rows, top_k, d, out, s);
 }
 
 }  // namespace deepinfer::kernels

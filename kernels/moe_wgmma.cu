@@ -52,7 +52,8 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {  // results of 
 // so they run together and its rows come from DRAM once (a 4096-token layer's 24 K rows do not fit in
 // L2; read once per column block they would cost as much as the weights), and an expert's tiles are
 // neighbours too (its weight rows shared through L2). kSwiglu: out = h (bf16, n = inter columns),
-// weights w (w1) and w_up (w3); else out = y (fp32, n = d columns), weight w (w2). x rows are k wide;
+// weights w (w1) and w_up (w3); else out = y (fp32, n = d columns; null: in bf16 into h), weight w
+// (w2). x rows are k wide;
 // sources (or null: row r is x's row r) maps the tiles' rows to x's.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
@@ -144,12 +145,19 @@ __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloa
         *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = v;
       }
     }
-  } else {
+  } else if (y) {
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int64_t col = c0 + 8 * i + 2 * t4;
       if (r_lo < rows) *reinterpret_cast<float2*>(y + (row0 + r_lo) * n + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
       if (r_hi < rows) *reinterpret_cast<float2*>(y + (row0 + r_hi) * n + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+  } else {  // y in bf16, into h
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = c0 + 8 * i + 2 * t4;
+      if (r_lo < rows) *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * n + col) = __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
+      if (r_hi < rows) *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
     }
   }
 #else
@@ -181,8 +189,9 @@ cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf1
 }
 
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                           int max_tiles, float* y, cudaStream_t s) {
-  return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, nullptr, y, s);
+                           int max_tiles, float* y, bf16_t* y_bf16, cudaStream_t s) {
+  if (!y == !y_bf16) return cudaErrorInvalidValue;
+  return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y_bf16, y, s);
 }
 
 }  // namespace deepinfer::kernels

@@ -955,7 +955,7 @@ TEST_P(CudaStateOps, CompressIndexerAttentionWindowOverSteps) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaStateOps,
                          ::testing::Values(StateCase{32, 4, 16, 8, 4, 16, 16, 8, 6},      // small heads, top-k < visible
-                                           StateCase{512, 2, 64, 16, 4, 8, 128, 4, 64},  // head_dim 512, top-k > visible
+                                           StateCase{512, 2, 64, 16, 4, 32, 128, 4, 64},  // head_dim 512, top-k > visible, HCA pooled in 4 runs
                                            StateCase{512, 80, 64, 48, 4, 8, 128, 4, 20},  // 512 x 80 heads: a full and a partial group of 64
                                            StateCase{64, 3, 16, 5, 2, 8, 32, 64, 3}),    // odd window, 64 indexer heads
                          [](const auto& info) { return "hd" + std::to_string(info.param.head_dim) + "_h" + std::to_string(info.param.heads); });

@@ -358,6 +358,7 @@ class CudaBackend final : public Backend {
   Result<void> begin_forward(const ForwardBatch& batch) override {
     pending_mix_ = {};
     bf16_query_ = nullptr;
+    query_norm_ = {};
     DI_TRYV(set_device());
     DI_TRYV(flush_pending());
     if (failed_) {  // a failure of the previous forward that nobody read yet
@@ -556,12 +557,14 @@ class CudaBackend final : public Backend {
   void scratch_release(ScratchMark m) override {
     scratch_.release({m.a, m.b});
     bf16_query_ = nullptr;  // its memory may be handed out again
+    query_norm_ = {};
   }
 
   // A prefill query that only the wgmma attention will read is kept in bf16 (written so by its
   // product and by the norm + rope): half the bytes written and read twice (2 GB a layer at 8192 rows).
   Tensor attention_query(int layer, int64_t rows, int64_t cols) override {
     Tensor q = scratch_uninit(rows, cols);
+    query_norm_ = {};
     if (q.data && bf16_query_on_ && one_bf16_input_ && fused_attention_fits(layer, rows, cols) &&
         wgmma_table_rows(layer, rows).first >= 0)
       bf16_query_ = q.data;
@@ -613,7 +616,8 @@ class CudaBackend final : public Backend {
   // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
   // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
   // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
-  // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1.
+  // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1, compress_runs 0|1,
+  // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -630,6 +634,7 @@ class CudaBackend final : public Backend {
         {"mix_mma", kn::set_mix_mma},
         {"hc_post_rows", kn::set_hc_post_rows},
         {"hc_split", kn::set_hc_split},
+        {"topk_small_blocks", kn::set_topk_small_blocks},
     };
     for (const auto& [option, set] : kKernelSwitches)
       if (name == option && (value == 0 || value == 1)) {
@@ -664,7 +669,9 @@ class CudaBackend final : public Backend {
         {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
         {"wgmma_attention", &CudaBackend::wgmma_attention_}, {"wgmma_indexer", &CudaBackend::wgmma_indexer_},
         {"bf16_query", &CudaBackend::bf16_query_on_},      {"fused_moe_ffn", &CudaBackend::fused_moe_ffn_},
-        {"shared_beside", &CudaBackend::shared_beside_},
+        {"shared_beside", &CudaBackend::shared_beside_},   {"compress_runs", &CudaBackend::compress_runs_},
+        {"moe_y_bf16", &CudaBackend::moe_y_bf16_},
+        {"query_norm_in_attention", &CudaBackend::query_norm_in_attention_},
     };
     for (const auto& [option, member] : kSwitches)
       if (name == option) {
@@ -909,6 +916,7 @@ class CudaBackend final : public Backend {
     const float* wt = weight ? fvec(*weight, "rms_norm weight") : nullptr;
     const kn::RopeDev r = rope_dev(rope);
     if ((weight && !wt) || !r.inv_freq) return;
+    if (query && defer_query_norm(weight, eps, head_dim, r)) return;
     check(kn::rms_norm_pair(kn::NormTensor{x.data, wt, x.cols, out.data, query}, kn::NormTensor{}, eps, x.rows, head_dim, stream_, &r,
                             bdev_.positions),
           "rms_norm + rope");
@@ -931,6 +939,12 @@ class CudaBackend final : public Backend {
     const float* wb = weight_b ? fvec(*weight_b, "rms_norm weight") : nullptr;
     const kn::RopeDev r = rope_dev(rope);
     if ((weight_a && !wa) || (weight_b && !wb) || !r.inv_freq) return;
+    if (a.data == bf16_query_ && defer_query_norm(weight_a, eps, head_dim, r)) {  // b alone now
+      check(kn::rms_norm_pair(kn::NormTensor{b.data, wb, b.cols, b.data, false}, kn::NormTensor{}, eps, b.rows, head_dim, stream_, &r,
+                              bdev_.positions),
+            "rms_norm + rope");
+      return;
+    }
     check(kn::rms_norm_pair(kn::NormTensor{a.data, wa, a.cols, a.data, a.data == bf16_query_},
                             kn::NormTensor{b.data, wb, b.cols, b.data, b.data == bf16_query_}, eps, a.rows, head_dim, stream_, &r,
                             bdev_.positions),
@@ -1073,8 +1087,14 @@ class CudaBackend final : public Backend {
     kn::RopeDev r = rope_dev(c.rope);
     if (!ape || !norm || !r.inv_freq) return;
     const JobList& jobs = jobs_by_rate_[L.rate];
+    // Long windows pooled by more blocks (eager forwards: the partials are temporaries).
+    const int runs = kn::compress_pool_runs(layers_[layer]);
+    float* part = nullptr;
+    if (runs > 1 && mode_ == Mode::kEager && compress_runs_ &&
+        !(part = static_cast<float*>(temp(static_cast<size_t>(jobs.capacity) * runs * 3 * (c.indexer ? L.index_dim : L.head_dim) * 4))))
+      return;
     if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs.jobs, jobs.count, jobs.capacity, bdev_,
-                                 state_, layers_[layer], stream_),
+                                 state_, layers_[layer], part, stream_),
                "compress pool"))
       return;
     check(kn::compress_ring_write(kv.data, gate.data, ape, c.indexer, bdev_, state_, layers_[layer], stream_), "compress ring");
@@ -1195,11 +1215,30 @@ class CudaBackend final : public Backend {
   // the query is consumed. Null data: the error kept.
   Tensor query_f32(Tensor q) {
     if (!q.data || q.data != bf16_query_) return q;
+    if (!apply_query_norm(q)) return Tensor{nullptr, q.rows, q.cols};
     bf16_query_ = nullptr;
     Tensor f{static_cast<float*>(temp(static_cast<size_t>(q.rows * q.cols) * 4)), q.rows, q.cols};
     if (f.data && !check(kn::bf16_to_f32(reinterpret_cast<const kn::bf16_t*>(q.data), f.data, q.rows * q.cols, stream_), "query to fp32"))
       f.data = nullptr;
     return f;
+  }
+
+  // The bf16 query's norm (no weight) + rope left to the wgmma attention, which applies it as it loads
+  // the query (one pass over it fewer). False: not deferred (the caller normalises now).
+  bool defer_query_norm(const DeviceWeight* weight, float eps, int head_dim, const kn::RopeDev& r) {
+    if (!query_norm_in_attention_ || weight || head_dim != kMqaHd || eps < 0.0f) return false;
+    query_norm_ = {eps, r};
+    return true;
+  }
+
+  // A deferred query norm applied now (to a query some other kernel reads). False: the error kept.
+  bool apply_query_norm(Tensor q) {
+    if (query_norm_.eps < 0.0f) return true;
+    const kn::QueryNorm qn = query_norm_;
+    query_norm_ = {};
+    return check(kn::rms_norm_pair(kn::NormTensor{q.data, nullptr, q.cols, q.data, true}, kn::NormTensor{}, qn.eps, q.rows, kMqaHd, stream_,
+                                   &qn.rope, bdev_.positions),
+                 "query rms_norm + rope");
   }
 
   static constexpr int kMqaHd = 512;  // the tensor-core attention kernels' head_dim
@@ -1284,7 +1323,9 @@ class CudaBackend final : public Backend {
     const auto [table, longest] = wgmma_table_rows(layer, q.rows);
     if (table < 0) return false;
     const bool query_bf16 = q.data == bf16_query_;
+    const kn::QueryNorm qn = query_bf16 ? query_norm_ : kn::QueryNorm{};
     bf16_query_ = nullptr;
+    query_norm_ = {};
     const kn::LayerDev& L = layers_[layer];
     auto* kvb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(kv.rows * kv.cols) * 2));
     auto* rows = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(table, 1) * kv.cols) * 2));
@@ -1295,7 +1336,7 @@ class CudaBackend final : public Backend {
            check(kn::key_table_build(bdev_, state_, L, kn::KeyTableKind::kAttention, longest, rows, first, stream_), "attention key table") &&
            check(kn::attention_wgmma(query_bf16 ? nullptr : q.data, query_bf16 ? reinterpret_cast<const kn::bf16_t*>(q.data) : nullptr, t,
                                      sinks, selected ? selected->data : nullptr, selected ? selected->cols : 0, heads, bdev_, state_, L,
-                                     ob, un, stream_),
+                                     ob, un, qn, stream_),
                  "attention (wgmma)"));
     return true;
   }
@@ -1395,7 +1436,8 @@ class CudaBackend final : public Backend {
     if (wgmma_fits && !(plan.sources = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4)))) return;
     if (!plan.counts || !plan.local || !plan.offsets || !plan.pos || !plan.tiles || !plan.n_tiles) return;
     void *xperm = nullptr, *h = nullptr;  // the tile kernels' buffers, taken when first needed
-    float* y = nullptr;
+    float* y = nullptr;  // (or bf16 values: y_bf16)
+    bool y_bf16 = false;
     auto tile_buffers = [&](bool permuted_copy) {
       if (!h) {
         h = temp(static_cast<size_t>(entries_max * inter) * act);
@@ -1444,13 +1486,21 @@ class CudaBackend final : public Backend {
                      "moe gate/up"))
             return;
         }
-        if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y, stream_)
+        // The wgmma down product writes y in bf16 (half the bytes written and read back by the combine;
+        // the 1.5e-2 tolerance of bf16 products holds).
+        y_bf16 = wgmma && moe_y_bf16_;
+        if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y_bf16 ? nullptr : y,
+                                              y_bf16 ? reinterpret_cast<kn::bf16_t*>(y) : nullptr, stream_)
                          : kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
                    "moe down"))
           return;
       }
       join_side();
-      if (!check(kn::moe_combine(y, plan.pos, weights.data + r0 * k, nr, k, d, out.data + r0 * d, stream_), "moe combine")) return;
+      const float* wr = weights.data + r0 * k;
+      if (!check(y_bf16 ? kn::moe_combine(reinterpret_cast<const kn::bf16_t*>(y), plan.pos, wr, nr, k, d, out.data + r0 * d, stream_)
+                        : kn::moe_combine(y, plan.pos, wr, nr, k, d, out.data + r0 * d, stream_),
+                 "moe combine"))
+        return;
     }
   }
 
@@ -2104,8 +2154,12 @@ class CudaBackend final : public Backend {
   bool bf16_query_on_ = true;          // attention_query: a query only the wgmma attention reads kept in bf16
   bool fused_moe_ffn_ = true;  // prefill moe_ffn: one bf16 x for both expert kinds, routed sums added to the shared output
   bool shared_beside_ = true;   // ... the shared expert on the side stream
+  bool moe_y_bf16_ = true;      // the wgmma down product's y in bf16 for the combine
+  bool compress_runs_ = true;   // eager compressor windows of > kCompressRunSlots slots pooled in runs (kernels::compress_pool)
   int wgmma_moe_rows_ = 128;  // prefill expert products by kernels::moe_*_wgmma while experts average <= this many rows
   const float* bf16_query_ = nullptr;  // ... that query's data (its storage holds bf16 values) until consumed
+  kn::QueryNorm query_norm_;            // ... its norm + rope, when left to the wgmma attention (defer_query_norm)
+  bool query_norm_in_attention_ = true;
   int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
