@@ -58,9 +58,6 @@ struct TableKeys {
   }
 };
 
-// Two bf16 values (the lower-addressed one in the low half) as floats: exact.
-__device__ __forceinline__ float2 unpack_bf16(uint32_t u) { return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u)); }
-
 // A bf16 query row's heads as the kernel loads them (v[u]: channels 8 lane .. + 8 of this
 // warpgroup's 256 of head 4 u + warp), RMS-normalised and rotated by position: the two warpgroups'
 // sums of squares meet in hs ([2][64] floats; a block-wide barrier inside).

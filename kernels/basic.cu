@@ -101,8 +101,8 @@ __global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* 
 __device__ __forceinline__ float4 load4(const NormTensor& t, const float* p, int64_t i) {
   if (!t.bf16) return reinterpret_cast<const float4*>(p)[i];
   const uint2 u = reinterpret_cast<const uint2*>(p)[i];
-  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                     __uint_as_float(u.y & 0xffff0000u));
+  const float2 a = unpack_bf16(u.x), b = unpack_bf16(u.y);
+  return make_float4(a.x, a.y, b.x, b.y);
 }
 __device__ __forceinline__ void store4(const NormTensor& t, float* p, int64_t i, float4 v) {
   if (!t.bf16) {

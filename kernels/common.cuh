@@ -135,6 +135,9 @@ __device__ __forceinline__ float swiglu_clamped(float g, float u, float limit) {
   return a / (1.0f + expf(-a)) * b;
 }
 
+// Two bf16 values packed in a word (the lower-addressed one in the low half) as floats: exact.
+__device__ __forceinline__ float2 unpack_bf16(uint32_t u) { return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u)); }
+
 __device__ __forceinline__ bf16_t to_bf16_bits(float f) {
   __nv_bfloat16 h = __float2bfloat16_rn(f);
   return *reinterpret_cast<bf16_t*>(&h);

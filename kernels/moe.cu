@@ -560,8 +560,7 @@ __global__ void moe_gather_f32_kernel(const float* __restrict__ x, int64_t d, in
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
-  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
-  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  const float2 a = unpack_bf16(u.x), b = unpack_bf16(u.y);
   return make_float4(a.x, a.y, b.x, b.y);
 }
 

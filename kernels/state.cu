@@ -139,6 +139,8 @@ __global__ void compress_entry_kernel(const float* __restrict__ kv, const float*
   for (int ch = threadIdx.x; ch < dim; ch += blockDim.x) dst[ch] = entry[ch];
 }
 
+// The most slots a closing window pools: two windows' halves when overlapping (CSA), else one.
+int window_slots(const LayerDev& L) { return (L.overlap ? 2 : 1) * L.rate; }
 
 // One block per batch row.
 __global__ void compress_ring_kernel(const float* __restrict__ kv, const float* __restrict__ gate, const float* __restrict__ ape,
@@ -540,17 +542,15 @@ cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, 
   // A thread per channel (up to 512): each walks its channel's slots (or its run of them).
   const int threads = std::clamp((dim + 31) / 32 * 32, 128, 512);
   const int runs = part ? compress_pool_runs(L) : 1;
-  if (runs > 1) {
-    const int slots = (L.overlap ? 2 : 1) * L.rate;
+  if (runs > 1)
     launch(compress_runs_kernel, dim3(static_cast<unsigned>(max_jobs), static_cast<unsigned>(runs)), threads, 0, s)(
-        kv, gate, ape, indexer, jobs, n_jobs, b, st, L, (slots + runs - 1) / runs, part);
-  }
+        kv, gate, ape, indexer, jobs, n_jobs, b, st, L, (window_slots(L) + runs - 1) / runs, part);
   launch(compress_entry_kernel, max_jobs, threads, dim * sizeof(float), s)(kv, gate, ape, runs > 1 ? part : nullptr, runs, norm, norm_eps,
                                                                       rope, indexer, jobs, n_jobs, b, st, L);
   return cudaGetLastError();
 }
 
-int compress_pool_runs(const LayerDev& L) { return std::max(1, (L.overlap ? 2 : 1) * L.rate / kCompressRunSlots); }
+int compress_pool_runs(const LayerDev& L) { return std::max(1, window_slots(L) / kCompressRunSlots); }
 
 cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
                                 StateDev st, LayerDev L, cudaStream_t s) {
