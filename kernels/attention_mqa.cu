@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
   const AttentionKeys keys(b, st, L, kv, selected, sel_cols, r);
   int64_t j_begin, j_end;
   keys.share(split, n_splits, j_begin, j_end);
-  const float scale = 1.0f / sqrtf(static_cast<float>(kHd));
+  const float scale = kLog2e / sqrtf(static_cast<float>(kHd));  // (base-2 scores: online_softmax_step)
 
   float o[kHd / 2 / 8][4];  // this warp's 16 heads x 256 dims: 32 n-tiles of m16n8
 #pragma unroll
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_kernel(const float*
     const int hl = hg * 16 + g + half * 8;
     if (hl >= nh) continue;
     const int h = h0 + hl;
-    const float m = half ? m_b : m_a, l = half ? l_b : l_a;
+    const float m = (half ? m_b : m_a) * kLn2, l = half ? l_b : l_a;  // (the max back in base e)
     if (n_splits > 1) {  // this share's unnormalised sum with its max and denominator; the sink joins in the combine
       float* pp = part + ((r * heads + h) * n_splits + split) * (kHd + 2);
 #pragma unroll

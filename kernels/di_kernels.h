@@ -252,8 +252,9 @@ cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind ki
 // The same attention as attention_mqa (head_dim 512, bf16 operands, fp32 softmax; attention_wgmma.cu)
 // from a kAttention table.
 // The output in bf16 (rows x heads x 512), rotated back by unrope when given. The query from qb
-// (bf16) or q (fp32): exactly one of them. With qn (qb only), each query head is RMS-normalised
-// (no weight) and rotated by its row's position as it is loaded, instead of by rms_norm_pair before.
+// (bf16) or q (fp32): exactly one of them. With qn (qb only; rope_dim <= 64), each query head is
+// rotated by its row's position as it is loaded and its scores scaled by its 1 / rms (an RMS norm
+// without weight), instead of rms_norm_pair normalising and rotating the query before.
 struct QueryNorm {
   float eps = -1.0f;  // < 0: the query is read as it is
   RopeDev rope;
@@ -261,6 +262,9 @@ struct QueryNorm {
 cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
                             int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
                             QueryNorm qn, cudaStream_t s);
+// A block a multiprocessor walking the (row, 64 heads) items, each item's query loaded while the
+// item before finishes (the default), or a block an item (false: the comparison).
+void set_attention_persistent(bool on);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,

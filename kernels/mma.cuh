@@ -37,11 +37,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// Scores in the online softmax are kept in base 2 (the caller folds log2(e) into its scale, and
+// multiplies the final max by ln 2): p = 2^(s - m) is one MUFU.EX2, and 2^-inf is 0 without a select.
+inline constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
+
+__device__ __forceinline__ float exp2_approx(float x) {  // (2 ulp; subnormal results flush to 0)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // One step of the online softmax for a thread's two rows of an m16 tile (g and g + 8) over N scores
-// each (-inf: masked), the rows spread over the four lanes of a quad: the quad's row maxima update the
-// running max m, the scores become p = exp(s - m) (0 where masked), this lane's share of the
+// each in base 2 (-inf: masked), the rows spread over the four lanes of a quad: the quad's row maxima
+// update the running max m, the scores become p = 2^(s - m) (0 where masked), this lane's share of the
 // denominator l is rescaled and grows by its p. Returns the factors {a, b} that rescale each row's
-// earlier output. A row with no valid key so far keeps max -inf: nothing to rescale, every p is 0.
+// earlier output. A row with no valid key so far keeps max -inf: its p and factors are 0 (its output
+// and denominator are still 0).
 template <int N>
 __device__ __forceinline__ float2 online_softmax_step(float (&sa)[N], float (&sb)[N], float& m_a, float& m_b, float& l_a, float& l_b) {
   float mx_a = -INFINITY, mx_b = -INFINITY;
@@ -55,13 +66,13 @@ __device__ __forceinline__ float2 online_softmax_step(float (&sa)[N], float (&sb
   mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
   mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
   const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-  const float corr_a = mn_a == -INFINITY ? 1.0f : expf(m_a - mn_a);
-  const float corr_b = mn_b == -INFINITY ? 1.0f : expf(m_b - mn_b);
+  const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;  // (-inf - -inf is NaN)
+  const float corr_a = exp2_approx(m_a - base_a), corr_b = exp2_approx(m_b - base_b);
   float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    sa[i] = sa[i] == -INFINITY ? 0.0f : expf(sa[i] - mn_a);
-    sb[i] = sb[i] == -INFINITY ? 0.0f : expf(sb[i] - mn_b);
+    sa[i] = exp2_approx(sa[i] - base_a);
+    sb[i] = exp2_approx(sb[i] - base_b);
     sum_a += sa[i];
     sum_b += sb[i];
   }

@@ -39,6 +39,13 @@ __device__ __forceinline__ void wgmma_wait() {
 // Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the
 // tensor core's (async proxy) reads; a barrier after it publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The 128 threads of warpgroup wg (0 or 1) meet (named barrier 1 + wg; 0 is __syncthreads').
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  if (wg == 0)  // (immediate ids: a register id makes ptxas reserve all 16 barriers)
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
 
 // d (64 x 64, fp32) (+)= A (64 x 16) B^T (16 x 64); A and B K-major in shared memory (descriptors).
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {

@@ -126,6 +126,8 @@ constexpr Knob kKnobs[] = {
     {"moe_y_bf16", 0, 1, "moe_ffn (routed + shared)",
      "prefill expert down products (wgmma) written in bf16 for the combine vs fp32"},
     {"topk_small_blocks", 0, 1, "indexer_topk", "indexer top-k blocks of 256 threads for rows of <= 2048 entries (8 a multiprocessor) vs 1024"},
+    {"attention_persistent", 0, 1, "attention + wo_a + wo_b (bf16 between)",
+     "prefill wgmma attention: a block a multiprocessor walking the rows, the next row's query loaded behind the last key tile vs a block a row"},
     {"fused_moe_ffn", 0, 1, "moe_ffn (routed + shared)",
      "prefill MoE: one bf16 input for shared and routed experts, routed sums added to the shared output vs three ops"},
     {"shared_beside", 0, 1, "moe_ffn (routed + shared)", "prefill MoE: the shared expert on a side stream beside the routed products vs after"},

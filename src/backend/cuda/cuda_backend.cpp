@@ -617,7 +617,7 @@ class CudaBackend final : public Backend {
   // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
   // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
   // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1, compress_runs 0|1,
-  // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1.
+  // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1, attention_persistent 0|1.
   bool set_option(const std::string& name, int value) override {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
@@ -635,6 +635,7 @@ class CudaBackend final : public Backend {
         {"hc_post_rows", kn::set_hc_post_rows},
         {"hc_split", kn::set_hc_split},
         {"topk_small_blocks", kn::set_topk_small_blocks},
+        {"attention_persistent", kn::set_attention_persistent},
     };
     for (const auto& [option, set] : kKernelSwitches)
       if (name == option && (value == 0 || value == 1)) {
@@ -1226,7 +1227,7 @@ class CudaBackend final : public Backend {
   // The bf16 query's norm (no weight) + rope left to the wgmma attention, which applies it as it loads
   // the query (one pass over it fewer). False: not deferred (the caller normalises now).
   bool defer_query_norm(const DeviceWeight* weight, float eps, int head_dim, const kn::RopeDev& r) {
-    if (!query_norm_in_attention_ || weight || head_dim != kMqaHd || eps < 0.0f) return false;
+    if (!query_norm_in_attention_ || weight || head_dim != kMqaHd || eps < 0.0f || r.rope_dim > 64) return false;
     query_norm_ = {eps, r};
     return true;
   }
