@@ -12,6 +12,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/DeepInferConfig.cmake ${CMAKE_CURRENT_
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/DeepInfer)
 configure_file(cmake/deepinfer.pc.in ${CMAKE_CURRENT_BINARY_DIR}/deepinfer.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/deepinfer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET deepinfer_cuda)  # a run-time loaded module: no link-time name
+  install(TARGETS deepinfer_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP)
+endif()
 if(DEEPINFER_BUILD_CLI)
   install(TARGETS deepinfer_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -8,6 +8,7 @@
 // given to allocate_state.
 #pragma once
 
+#include "backend/backend_options.h"
 #include "backend/forward_batch.h"
 #include "backend/state_layout.h"
 #include "backend/weight_source.h"
@@ -192,14 +193,14 @@ class Backend {
   virtual Result<std::vector<OpTime>> take_op_profile() { return std::vector<OpTime>{}; }
   // Decode steps replayed as captured CUDA graphs (off until set; only for callers whose forwards
   // run the same ops for batches of the same shape, as DeepseekV4::forward does: ModelRunner turns
-  // them on). DEEPINFER_CUDA_GRAPHS=0 in the environment keeps them off.
+  // them on). The backend option `graphs` off keeps them off.
   virtual void set_graphs(bool on) { (void)on; }
-  // Backend-specific knobs for experiments (the CUDA backend: "moe_kernel" = 1 or 2). False when
-  // the backend does not know the name.
-  virtual bool set_option(const std::string& name, int value) {
-    (void)name;
-    (void)value;
-    return false;
+  // Applies settings to a live backend (benchmarks compare them on one loaded model). Settings that
+  // only take effect when the backend is made (cuda_device, fp32_weights) must keep their values:
+  // kInvalidArgument otherwise.
+  virtual Result<void> set_options(const BackendOptions& options) {
+    (void)options;
+    return ok();
   }
   // Measures memory bandwidth and matrix rate (kUnsupported where the backend cannot).
   virtual Result<DeviceCeilings> measure_ceilings() {
@@ -304,10 +305,13 @@ class Backend {
 // The CPU reference backend (fp32, batch-invariant products, a thread pool).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
 
-// The CUDA backend on GPU `device` (bf16 weights, fp32 activations and accumulation). kUnsupported
-// when this build has no CUDA or no device is present; kBackend when the device fails to start.
-// fp32_weights keeps every weight in fp32 and runs every product in fp32: a reference mode that
-// matches the CPU backend to fp32 rounding (twice the weight memory, slower), for checking numerics.
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0, bool fp32_weights = false);
+// The CUDA backend (bf16 weights, fp32 activations and accumulation), from the backend module
+// loaded at run time (libdeepinfer-cuda.so.0; cuda_loader.cpp): `module_path` names the module file,
+// else it is looked for beside the library holding this code, then through the dynamic loader's
+// search path. kUnsupported, naming what is missing, when the module, the CUDA libraries it needs, a
+// driver or a device is not there; kBackend when the device fails to start. options.fp32_weights
+// keeps every weight in fp32 and runs every product in fp32: a reference mode that matches the CPU
+// backend to fp32 rounding (twice the weight memory, slower), for checking numerics.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options = {}, const std::string& module_path = "");
 
 }  // namespace deepinfer

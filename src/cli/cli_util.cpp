@@ -36,15 +36,41 @@ Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
   return parse_token_ids(ss.str(), path);
 }
 
+std::vector<std::pair<std::string, std::string>> options_from_env() {
+  std::vector<std::pair<std::string, std::string>> out;
+  const char* env = std::getenv("DEEPINFER_OPTIONS");
+  if (!env) return out;
+  std::string all(env);
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = std::min(all.find(',', at), all.size());
+    const std::string item = all.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (!item.empty()) out.emplace_back(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1));
+    at = end + 1;
+  }
+  return out;
+}
+
+Result<BackendOptions> backend_options_from_env() {
+  BackendOptions o;
+  for (const auto& [key, value] : options_from_env()) {
+    auto set = set_backend_option(o, key, value);
+    if (!set && set.error().code != Code::kNotFound) return set.error();
+  }
+  return o;
+}
+
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
+  DI_TRY(options, backend_options_from_env());
   if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda") return make_cuda_backend(0);
+  if (device == "cuda") return make_cuda_backend(options);
   if (device.rfind("cuda:", 0) == 0) {
     char* end = nullptr;
     const long n = std::strtol(device.c_str() + 5, &end, 10);
     if (end == device.c_str() + 5 || *end != '\0' || n < 0 || n > 1024)
       return make_error(Code::kInvalidArgument, "device \"{}\": expected cuda or cuda:N", device);
-    return make_cuda_backend(static_cast<int>(n));
+    options.cuda_device = static_cast<int>(n);
+    return make_cuda_backend(options);
   }
   return make_error(Code::kUnsupported, "device \"{}\" is not available in this build", device);
 }

@@ -15,6 +15,11 @@ namespace deepinfer::cli {
 int report(const Result<void>& r);
 Result<std::vector<int32_t>> read_token_ids(const std::string& path);
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
+// key=value pairs of $DEEPINFER_OPTIONS ("key=value,..."): how the command line takes engine and
+// backend options (di_engine_config_set_option) from the environment.
+std::vector<std::pair<std::string, std::string>> options_from_env();
+// The backend options among them (the lab commands build backends themselves).
+Result<BackendOptions> backend_options_from_env();
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device);
 Result<std::unique_ptr<DeepseekV4>> load_model_with_progress(const std::string& dir, Backend& backend);
 // The process's command line, as main received it (for reports).

@@ -88,7 +88,7 @@ std::string gb(double bytes) {
   return b;
 }
 
-// Backend options that bring back an earlier version of one thing (Backend::set_option).
+// Backend options compared one at a time by --compare (Backend::set_options).
 struct Knob {
   const char* option;
   int before, now;
@@ -96,49 +96,7 @@ struct Knob {
   const char* what;  // for the table
 };
 constexpr Knob kKnobs[] = {
-    {"gemv_rows", 0, 4, "moe_ffn (GEMV)",
-     "GEMV kernels for products of <= 4 rows (routed + shared experts as one op, linears) vs cuBLAS / tile kernels"},
     {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
-    {"gemv_block_warps", 8, 4, "linear 32768x1024", "GEMV blocks of 4 warps (4 a multiprocessor) vs 8 (2)"},
-    {"gemv_occupancy", 0, 1, "rms_norm + linears (GEMV)",
-     "one-row GEMV blocks of 64-80 registers (6-8 a multiprocessor, 2 chunks a row in flight) vs 128 (4, 4 chunks)"},
-    {"expert_occupancy", 0, 1, "moe_ffn (GEMV)",
-     "expert GEMV blocks of 64 registers (4 a multiprocessor, 2 chunks a row in flight) vs 86-90 (2, 4 chunks)"},
-    {"narrow_attention", 0, 1, "attention", "decode attention in blocks of 16 heads vs 64"},
-    {"indexer_rows", 1, 4, "indexer_topk", "indexer scores of 4 prefill rows a block (a key tile loaded once for them) vs 1"},
-    {"one_bf16_input", 0, 1, "linears (one bf16 input)", "prefill products of one input from one bf16 copy of it vs a conversion each"},
-    {"bf16_attention_output", 0, 1, "attention + wo_a + wo_b (bf16 between)",
-     "prefill attention and wo_a outputs written in bf16 for the next product (fp32 never written) vs fp32 converted by the products"},
-    {"wgmma_attention", 0, 1, "attention + wo_a + wo_b (bf16 between)",
-     "prefill attention on wgmma from a bf16 key table of the forward vs mma.sync from the fp32 state"},
-    {"norm_per_warp", 0, 1, "rms_norm + rope", "RMS norms of 128-1024 values a warp each (8 a block) vs a block each"},
-    {"bf16_query", 0, 1, "rms_norm + rope",
-     "prefill attention query in bf16 from its product through the norm + rope to the wgmma attention vs fp32"},
-    {"wgmma_indexer", 0, 1, "indexer_topk", "prefill indexer scores on wgmma from a bf16 index-key table vs mma.sync from the fp32 state"},
-    {"hc_split", 0, 1, "hc_pre",
-     "prefill hc_pre: the mix summed, pre, post and comb (the Sinkhorn) a warp a row in a kernel of their own vs in the collapsing block"},
-    {"mix_mma", 0, 1, "hc_pre", "prefill hyper-connection mixes on the tensor cores (fp32 as three bf16 terms) vs the FMA units"},
-    {"hc_post_rows", 0, 1, "hc_post", "hc_post: a thread's columns of all four new streams from one read vs a block per new stream"},
-    {"compress_runs", 0, 1, "compress",
-     "prefill compressor windows of 128 slots (HCA) pooled in runs of 8 by 16 blocks a window, then merged, vs a block a window"},
-    {"query_norm_in_attention", 0, 1, "rms_norm + rope",
-     "prefill attention query normalised and rotated by the wgmma attention as it loads it vs by a norm kernel before"},
-    {"moe_y_bf16", 0, 1, "moe_ffn (routed + shared)",
-     "prefill expert down products (wgmma) written in bf16 for the combine vs fp32"},
-    {"topk_small_blocks", 0, 1, "indexer_topk", "indexer top-k blocks of 256 threads for rows of <= 2048 entries (8 a multiprocessor) vs 1024"},
-    {"attention_persistent", 0, 1, "attention + wo_a + wo_b (bf16 between)",
-     "prefill wgmma attention: a block a multiprocessor walking the rows, the next row's query loaded behind the last key tile vs a block a row"},
-    {"fused_moe_ffn", 0, 1, "moe_ffn (routed + shared)",
-     "prefill MoE: one bf16 input for shared and routed experts, routed sums added to the shared output vs three ops"},
-    {"shared_beside", 0, 1, "moe_ffn (routed + shared)", "prefill MoE: the shared expert on a side stream beside the routed products vs after"},
-    {"wgmma_moe_rows", 0, 128, "moe_ffn (routed + shared)",
-     "prefill expert products of 128-row tiles on wgmma (experts averaging <= 128 rows) vs cuBLAS over per-expert slabs"},
-    {"moe_group_experts", 0, 64, "moe_ffn (routed + shared)",
-     "prefill expert products per group of 64 experts of similar counts vs one cap (the largest count) for all"},
-    {"topk_regs", 0, 1, "indexer_topk", "indexer top-k of rows up to 16 K entries in registers (one compaction scan) vs read every pass"},
-    {"decode_fusions", 0, 1, "hc_pre",
-     "decode fusions (one launch for a layer's products of one input, q norm in wq_b's launch, q and kv norms in one, sublayer norm in "
-     "hc_pre, next mix in hc_post, gate in route, inverse rope in the attention merge) vs a launch each"},
 };
 
 double op_ms(const std::vector<OpTime>& prof, const char* op) {
@@ -156,11 +114,20 @@ double sum_ms(const std::vector<OpTime>& prof) {
 class Bench {
  public:
   Bench(const BenchArgs& a, Backend& be, DeepseekV4& model, Report& rep)
-      : a_(a), be_(be), model_(model), rep_(rep), cost_(model.config()), rng_(a.seed), t0_(Clock::now()) {}
+      : a_(a), be_(be), model_(model), rep_(rep), cost_(model.config()), rng_(a.seed), t0_(Clock::now()) {
+    if (auto o = backend_options_from_env()) options_ = o.value();
+  }
 
   void set_ceilings(const DeviceCeilings& c) { ceil_ = c; }
 
   bool over_budget() const { return a_.max_seconds > 0 && seconds_since(t0_) > a_.max_seconds; }
+
+  // Sets one backend option on the live backend (the others keep their values); false when the
+  // backend refuses it.
+  bool set_knob(const char* key, int value) {
+    if (!set_backend_option(options_, key, std::to_string(value)) || !be_.set_options(options_)) return false;
+    return true;
+  }
 
   std::vector<int32_t> random_ids(size_t n) {
     std::uniform_int_distribution<int32_t> tok(2, model_.config().vocab_size - 1);
@@ -271,13 +238,13 @@ class Bench {
             // The graph TPOT before (set_option dropped the graphs: warm up to re-capture; the
             // warm-up also keeps first-launch costs out of the profile), then its profile.
             be_.set_op_profiling(false);
-            if (!be_.set_option(k.option, k.before)) continue;
+            if (!set_knob(k.option, k.before)) continue;
             DI_TRYV(mean_of(a_.warmup));
             DI_TRY(tpot1, mean_of(a_.output_len));
             be_.set_op_profiling(true);
             DI_TRYV(step());
             DI_TRY(prof1, be_.take_op_profile());
-            be_.set_option(k.option, k.now);
+            set_knob(k.option, k.now);
             compares.push_back({B, &k, op_ms(prof1, k.op), op_ms(profiles.back().second, k.op), sum_ms(prof1),
                                 sum_ms(profiles.back().second), tpot1, row.tpot_ms});
           }
@@ -493,9 +460,9 @@ class Bench {
           rep_.line("| change | op | before ms | now ms | forward sum before | forward sum now |");
           rep_.line("|---|---|---:|---:|---:|---:|");
           for (const Knob& k : kKnobs) {
-            if (over_budget() || !be_.set_option(k.option, k.before)) continue;
+            if (over_budget() || !set_knob(k.option, k.before)) continue;
             auto before = profile_chunk();
-            be_.set_option(k.option, k.now);
+            set_knob(k.option, k.now);
             DI_TRYV(before);
             rep_.line("| %s | %s | %.3f | %.3f | %.3f | %.3f |", k.what, k.op, op_ms(before.value(), k.op), op_ms(prof, k.op),
                       sum_ms(before.value()), total);
@@ -535,6 +502,7 @@ class Bench {
 
   const BenchArgs& a_;
   Backend& be_;
+  BackendOptions options_;  // what set_knob last applied
   DeepseekV4& model_;
   Report& rep_;
   ModelCost cost_;

@@ -68,7 +68,7 @@ Result<void> Engine::start() {
   namespace fs = std::filesystem;
   const fs::path dir(config_.model_path);
   if (config_.device != Device::kCpu) {
-    auto cuda = make_cuda_backend(0);
+    auto cuda = make_cuda_backend(config_.backend, config_.cuda_module);
     if (cuda) {
       backend_ = std::move(cuda).value();
     } else if (config_.device == Device::kCuda) {
@@ -84,7 +84,7 @@ Result<void> Engine::start() {
     DI_TRY(model, DeepseekV4::random(mc, *backend_, 0));
     model_ = std::move(model);
   } else {
-    DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_));
+    DI_TRY(model, DeepseekV4::load(config_.model_path, *backend_, config_.progress));
     model_ = std::move(model);
   }
   model_config_ = model_->config();

@@ -1,6 +1,9 @@
 // What an Engine is built from (the C ABI's di_engine_config maps onto this 1:1).
 #pragma once
 
+#include "backend/backend_options.h"
+#include "model/deepseek_v4.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +25,11 @@ struct EngineConfig {
   // Build the model from its config alone (model_path: a directory with config.json, or the file)
   // with random weights made on the device: benchmarks of a model shape without its checkpoint.
   bool dummy_weights = false;
+  // The CUDA backend module to load ("": the default search, see make_cuda_backend).
+  std::string cuda_module;
+  BackendOptions backend;
+  // Told the bytes loaded as the model loads; returning false aborts the load (kCancelled).
+  LoadProgress progress;
 };
 
 }  // namespace deepinfer

@@ -45,12 +45,16 @@ namespace {
 
 class CheckpointWeights final : public DeepseekV4::WeightProvider {
  public:
-  CheckpointWeights(Checkpoint ckpt, Backend& be, int block_rows, int block_cols)
-      : ckpt_(std::move(ckpt)), cat_(ckpt_, block_rows, block_cols), be_(be) {}
+  CheckpointWeights(Checkpoint ckpt, Backend& be, int block_rows, int block_cols, const LoadProgress& progress)
+      : ckpt_(std::move(ckpt)), cat_(ckpt_, block_rows, block_cols), be_(be), progress_(progress) {
+    for (const auto& [name, t] : ckpt_.tensors()) total_ += t->nbytes;
+  }
   bool has(const std::string& name) const override { return cat_.has(name); }
   Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) override {
     DI_TRY(src, cat_.matrix(name, rows, cols));
-    return be_.upload(src);
+    DI_TRY(w, be_.upload(src));
+    DI_TRYV(loaded(src));
+    return w;
   }
   Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
                             int64_t cols) override {
@@ -59,17 +63,34 @@ class CheckpointWeights final : public DeepseekV4::WeightProvider {
       DI_TRY(src, cat_.matrix(prefix + std::to_string(x) + "." + suffix, rows, cols));
       ws.push_back(std::move(src));
     }
-    return be_.upload_stacked(ws);
+    DI_TRY(w, be_.upload_stacked(ws));
+    for (const WeightSource& src : ws) {
+      DI_TRYV(loaded(src));
+    }
+    return w;
   }
   Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) override {
     return cat_.int_table(name, rows, cols);
   }
-  Result<void> done() override { return cat_.check_all_used(); }
+  Result<void> done() override {
+    DI_TRYV(cat_.check_all_used());
+    if (progress_ && !progress_(total_, total_)) return cancelled();
+    return ok();
+  }
 
  private:
+  static Error cancelled() { return Error{Code::kCancelled, "loading the model was cancelled by its progress callback"}; }
+  Result<void> loaded(const WeightSource& src) {
+    done_ += src.values.nbytes + src.scale.nbytes;
+    if (progress_ && !progress_(std::min(done_, total_), total_)) return cancelled();
+    return ok();
+  }
+
   Checkpoint ckpt_;
   WeightCatalog cat_;
   Backend& be_;
+  const LoadProgress& progress_;
+  uint64_t done_ = 0, total_ = 0;
 };
 
 uint64_t name_hash(const std::string& s) {  // FNV-1a
@@ -143,11 +164,11 @@ class RandomWeights final : public DeepseekV4::WeightProvider {
 DeepseekV4::DeepseekV4(ModelConfig config, Backend& backend) : config_(std::move(config)), be_(backend) {}
 DeepseekV4::~DeepseekV4() = default;
 
-Result<std::unique_ptr<DeepseekV4>> DeepseekV4::load(const std::string& dir, Backend& backend) {
+Result<std::unique_ptr<DeepseekV4>> DeepseekV4::load(const std::string& dir, Backend& backend, const LoadProgress& progress) {
   DI_TRY(config, ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string()));
   std::unique_ptr<DeepseekV4> model(new DeepseekV4(std::move(config), backend));
   DI_TRY(ckpt, Checkpoint::open_dir(dir));
-  CheckpointWeights w(std::move(ckpt), backend, model->config_.weight_block_rows, model->config_.weight_block_cols);
+  CheckpointWeights w(std::move(ckpt), backend, model->config_.weight_block_rows, model->config_.weight_block_cols, progress);
   DI_TRYV(model->load_weights(w));
   return model;
 }

@@ -8,6 +8,7 @@
 #include "util/result.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,10 +16,14 @@
 
 namespace deepinfer {
 
+// Told the checkpoint bytes loaded so far and in all as weights load; returning false aborts the
+// load (kCancelled).
+using LoadProgress = std::function<bool(uint64_t done, uint64_t total)>;
+
 class DeepseekV4 {
  public:
   // Loads config.json and the safetensors weights of `dir` onto `backend` (which must outlive the model).
-  static Result<std::unique_ptr<DeepseekV4>> load(const std::string& dir, Backend& backend);
+  static Result<std::unique_ptr<DeepseekV4>> load(const std::string& dir, Backend& backend, const LoadProgress& progress = {});
   // A model of `config`'s shape with random weights made on the backend (Backend::random_weight;
   // nothing is read or uploaded): for benchmarks and tests of a model shape without its checkpoint.
   // The same seed gives the same weights on every backend.

@@ -164,7 +164,7 @@ TEST_P(CudaGolden, MatchesCpuFullChunkedTokenAndBatched) {
   // the same deviation from HF (0.105 / 0.074 / 0.175 for hc2 / hc4_fp8 / hc4_yarn), so the bounds
   // below are the format's, not a bug's.
   for (bool fp32 : {false, true}) {
-    auto be = make_cuda_backend(0, fp32);
+    auto be = testing::gpu_backend(fp32);
     ASSERT_TRUE(be) << be.error().message;
     auto gpu = std::move(be.value());
     auto gpu_model = DeepseekV4::load(f.checkpoint, *gpu);

@@ -34,7 +34,7 @@ ForwardBatch rows_batch(int32_t T, int32_t n_past = 0) {
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto g = make_cuda_backend(0);
+    auto g = testing::gpu_backend();
     if (!g) {
       if (g.error().code == Code::kUnsupported) GTEST_SKIP() << g.error().message;
       FAIL() << g.error().message;

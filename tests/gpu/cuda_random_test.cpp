@@ -68,7 +68,7 @@ double top1_agreement(const std::vector<float>& a, const std::vector<float>& b, 
 
 // fp32 mode against the CPU to rounding, bf16 mode to bf16 rounding, graph replays equal to eager.
 void expect_matches_cpu(const ModelConfig& c, Backend* gpu) {
-  auto gpu32_r = make_cuda_backend(0, true);
+  auto gpu32_r = testing::gpu_backend(true);
   ASSERT_TRUE(gpu32_r) << gpu32_r.error().message;
   auto gpu32 = std::move(gpu32_r).value();
   auto cpu = make_cpu_backend();

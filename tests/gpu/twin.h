@@ -13,11 +13,28 @@
 #include <string>
 #include <vector>
 
+#ifdef DEEPINFER_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace deepinfer::testing {
+
+// The CUDA backend linked into the test (not the run-time module): kUnsupported without a GPU or
+// in a build without CUDA.
+inline Result<std::unique_ptr<Backend>> gpu_backend(bool fp32_weights = false) {
+#ifdef DEEPINFER_HAS_CUDA
+  BackendOptions o;
+  o.fp32_weights = fp32_weights;
+  return create_cuda_backend(o);
+#else
+  (void)fp32_weights;
+  return make_error(Code::kUnsupported, "this build has no CUDA backend");
+#endif
+}
 
 // Skips the test (GTEST_SKIP) when no GPU / no CUDA build; fails it when the device fails to start.
 #define DI_REQUIRE_GPU(var)                                                                        \
-  auto var##_result = make_cuda_backend(0);                                                        \
+  auto var##_result = gpu_backend();                                                              \
   if (!var##_result) {                                                                             \
     if (var##_result.error().code == Code::kUnsupported) GTEST_SKIP() << var##_result.error().message; \
     FAIL() << var##_result.error().message;                                                        \

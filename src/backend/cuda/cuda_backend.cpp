@@ -11,6 +11,7 @@
 // contract) is kept, every later op is skipped, and the error is returned by the next read / write
 // or begin_forward.
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_arena.h"
 #include "di_kernels.h"
 
@@ -100,7 +101,8 @@ std::vector<uint16_t> to_bf16(const float* f, size_t n) {
 
 class CudaBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<Backend>> create(int device, bool fp32_weights) {
+  static Result<std::unique_ptr<Backend>> create(const BackendOptions& options) {
+    const int device = options.cuda_device;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
@@ -109,7 +111,8 @@ class CudaBackend final : public Backend {
     }
     if (device < 0 || device >= count)
       return make_error(Code::kInvalidArgument, "CUDA device {} does not exist ({} present)", device, count);
-    std::unique_ptr<CudaBackend> b(new CudaBackend(device, fp32_weights));
+    std::unique_ptr<CudaBackend> b(new CudaBackend(device, options.fp32_weights));
+    b->apply(options);
     DI_TRYV(b->init());
     return std::unique_ptr<Backend>(std::move(b));
   }
@@ -618,7 +621,23 @@ class CudaBackend final : public Backend {
   // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
   // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1, compress_runs 0|1,
   // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1, attention_persistent 0|1.
-  bool set_option(const std::string& name, int value) override {
+  Result<void> set_options(const BackendOptions& o) override {
+    if (o.cuda_device != device_ || o.fp32_weights != fp32_)
+      return make_error(Code::kInvalidArgument, "cuda_device and fp32_weights are fixed when the backend is made");
+    (void)flush_pending();
+    clear_graphs();  // graphs hold the kernels they were captured with
+    apply(o);
+    return ok();
+  }
+
+  void apply(const BackendOptions& o) {
+    kn::set_pdl(o.pdl);
+    zero_all_scratch_ = o.zero_scratch;
+    graphs_allowed_ = o.graphs;
+    if (!graphs_allowed_) graphs_on_ = false;
+  }
+
+  bool set_option(const std::string& name, int value) {
     (void)flush_pending();
     clear_graphs();  // graphs hold the kernels they were captured with
     if (name == "moe_kernel" && (value == 1 || value == 2)) {
@@ -1638,17 +1657,6 @@ class CudaBackend final : public Backend {
       e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
       if (e != cudaSuccess) return cuda_error(e, "creating an event");
     }
-    if (const char* g = std::getenv("DEEPINFER_CUDA_GRAPHS"); g && std::string(g) == "0") graphs_allowed_ = false;
-    // DEEPINFER_CUDA_OPTIONS="name=value,...": set_option at start (A/B runs of whole programs).
-    if (const char* o = std::getenv("DEEPINFER_CUDA_OPTIONS")) {
-      std::string all(o);
-      for (size_t at = 0; at < all.size();) {
-        const size_t end = std::min(all.find(',', at), all.size()), eq = all.find('=', at);
-        if (eq == std::string::npos || eq > end || !set_option(all.substr(at, eq - at), std::atoi(all.c_str() + eq + 1)))
-          return make_error(Code::kInvalidArgument, "DEEPINFER_CUDA_OPTIONS: cannot apply '{}'", all.substr(at, end - at));
-        at = end + 1;
-      }
-    }
     DI_TRYV(create_blas(stream_, blas_, blas_ws_));
     DI_TRYV(create_blas(side_stream_, side_blas_, side_blas_ws_));  // (its own workspace: both may run at once)
     DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
@@ -2165,7 +2173,7 @@ class CudaBackend final : public Backend {
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
   bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
-  bool graphs_allowed_ = true;  // false: DEEPINFER_CUDA_GRAPHS=0
+  bool graphs_allowed_ = true;  // the `graphs` option
   Mode mode_ = Mode::kEager;
   std::map<GraphKey, GraphEntry> graphs_;
   GraphEntry* current_ = nullptr;
@@ -2186,6 +2194,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device, bool fp32_weights) { return CudaBackend::create(device, fp32_weights); }
+Result<std::unique_ptr<Backend>> create_cuda_backend(const BackendOptions& options) { return CudaBackend::create(options); }
 
 }  // namespace deepinfer
