@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 struct di_error {
   di_code code;
@@ -20,8 +21,18 @@ struct di_error {
 
 namespace deepinfer::capi {
 
-inline di_error* to_c(const Error& e) { return new (std::nothrow) di_error{static_cast<di_code>(e.code), e.message}; }
-inline di_error* to_c(Code code, std::string message) { return to_c(Error{code, std::move(message)}); }
+// Returned when an error cannot be allocated: never NULL (which means success). di_error_free
+// ignores it.
+di_error* out_of_memory_error();
+
+inline di_error* to_c(const Error& e) noexcept {
+  try {
+    return new di_error{static_cast<di_code>(e.code), e.message};
+  } catch (...) {
+    return out_of_memory_error();
+  }
+}
+inline di_error* to_c(Code code, std::string message) noexcept { return to_c(Error{code, std::move(message)}); }
 
 // Runs an ABI body; a failed Result or an escaping exception becomes a di_error*.
 template <class F>
@@ -30,7 +41,7 @@ di_error* guard(F&& body) noexcept {
     Result<void> r = body();
     return r ? nullptr : to_c(r.error());
   } catch (const std::bad_alloc&) {
-    return to_c(Code::kOutOfMemory, "out of memory");
+    return out_of_memory_error();
   } catch (const std::exception& e) {
     return to_c(Code::kInternal, std::string("unexpected exception: ") + e.what());
   } catch (...) {
@@ -39,11 +50,13 @@ di_error* guard(F&& body) noexcept {
 }
 
 // Live handles of one type. A handle is an id, never an address: ids are not reused, so a freed
-// handle (or one of another type: the low bits carry the type) is recognised as invalid.
+// handle (or one of another type: the low bits carry the type) is recognised as invalid. Tables are
+// never destroyed (see handles.cpp), and their locks are held across fork() (lock_for_fork).
 template <class T, uint64_t Tag>
 class HandleTable {
  public:
   static_assert(Tag < 16);
+  static_assert(sizeof(void*) == 8, "handles are 64-bit ids");
   template <class H>
   H* add(std::shared_ptr<T> obj) {
     std::lock_guard lock(mu_);
@@ -66,6 +79,15 @@ class HandleTable {
     objects_.erase(it);
     return obj;
   }
+  // Every live object (a copy of the list: fn runs without the table's lock).
+  std::vector<std::shared_ptr<T>> all() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<T>> v;
+    for (const auto& [id, obj] : objects_) v.push_back(obj);
+    return v;
+  }
+  void lock_for_fork() { mu_.lock(); }
+  void unlock_after_fork() { mu_.unlock(); }
 
  private:
   mutable std::mutex mu_;

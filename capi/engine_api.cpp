@@ -15,6 +15,7 @@ Result<std::shared_ptr<EngineConfig>> config_of(const di_engine_config* cfg) {
 Result<std::shared_ptr<Engine>> engine_of(const di_engine* engine) {
   auto e = engines().get(engine);
   if (!e) return invalid_handle("engine");
+  if (e->forked()) return Error{Code::kClosed, "the engine belongs to the parent of this fork"};
   return e;
 }
 
@@ -112,18 +113,40 @@ di_error* di_engine_config_set_seed(di_engine_config* cfg, uint64_t seed) {
   });
 }
 
+di_error* di_engine_config_set_option(di_engine_config* cfg, const char* key, size_t key_len, const char* value, size_t value_len) {
+  return with_config(cfg, [&](EngineConfig& c) -> Result<void> {
+    DI_TRYV(check_in(key, key_len, "key"));
+    DI_TRYV(check_in(value, value_len, "value"));
+    return set_engine_option(c, std::string_view(key ? key : "", key_len), std::string_view(value ? value : "", value_len));
+  });
+}
+
+di_error* di_engine_config_set_progress_callback(di_engine_config* cfg, di_progress_callback fn, void* user) {
+  return with_config(cfg, [&](EngineConfig& c) -> Result<void> {
+    if (!fn) {
+      c.progress = nullptr;
+      return ok();
+    }
+    c.progress = [fn, user](uint64_t done, uint64_t total) { return fn(user, done, total) == 0; };
+    return ok();
+  });
+}
+
 di_error* di_engine_create(const di_engine_config* cfg, di_engine** out) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_out(out, "out"));
     DI_TRY(c, config_of(cfg));
     DI_TRY(engine, Engine::create(*c));
     *out = engines().add<di_engine>(std::move(engine));
+    stop_engines_at_exit();
     return ok();
   });
 }
 
 void di_engine_free(di_engine* engine) {
-  if (auto e = engines().remove(engine)) e->shutdown();
+  auto e = engines().remove(engine);
+  if (!e) return;
+  e->shutdown();  // nothing in a fork's child, where the engine object is left alone
 }
 
 di_error* di_engine_vocab_size(const di_engine* engine, int32_t* out) {
@@ -160,7 +183,89 @@ di_error* di_engine_eos_tokens(const di_engine* engine, int32_t* buf, size_t cap
   });
 }
 
-di_error* di_engine_tokenize(const di_engine* engine, const char* text, size_t len, uint32_t flags, int32_t* buf, size_t cap,
+di_error* di_engine_device(const di_engine* engine, di_device* out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRY(e, engine_of(engine));
+    *out = e->device() == Device::kCuda ? DI_DEVICE_CUDA : DI_DEVICE_CPU;
+    return ok();
+  });
+}
+
+di_error* di_engine_has_tokenizer(const di_engine* engine, int32_t* out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRY(e, engine_of(engine));
+    *out = e->has_tokenizer() ? 1 : 0;
+    return ok();
+  });
+}
+
+di_error* di_engine_model_info(const di_engine* engine, di_model_info key, int64_t* out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRY(e, engine_of(engine));
+    const ModelConfig& c = e->model_config();
+    switch (key) {
+      case DI_MODEL_LAYERS: *out = c.num_layers; break;
+      case DI_MODEL_HIDDEN_SIZE: *out = c.hidden_size; break;
+      case DI_MODEL_ATTENTION_HEADS: *out = c.num_heads; break;
+      case DI_MODEL_ROUTED_EXPERTS: *out = c.num_experts; break;
+      case DI_MODEL_EXPERTS_PER_TOKEN: *out = c.experts_per_token; break;
+      case DI_MODEL_VOCAB_SIZE: *out = c.vocab_size; break;
+      case DI_MODEL_MAX_POSITION: *out = c.max_position_embeddings; break;
+      case DI_MODEL_PARAMETERS: *out = e->parameters(); break;
+      case DI_MODEL_WEIGHT_BYTES: *out = static_cast<int64_t>(e->weight_bytes()); break;
+      default: return make_error(Code::kInvalidArgument, "model info key {} is not one of DI_MODEL_*", key);
+    }
+    return ok();
+  });
+}
+
+di_error* di_engine_weight_dtype(const di_engine* engine, char* buf, size_t cap, size_t* out_len) {
+  return guard([&]() -> Result<void> {
+    DI_TRY(e, engine_of(engine));
+    const std::string& d = e->weight_dtype();
+    return copy_out(d.data(), d.size(), buf, cap, out_len);
+  });
+}
+
+di_error* di_engine_stats(const di_engine* engine, di_stats** out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRY(e, engine_of(engine));
+    *out = stats_snapshots().add<di_stats>(std::make_shared<const EngineStats>(e->stats()));
+    return ok();
+  });
+}
+
+di_error* di_stats_get(const di_stats* stats, di_stat key, uint64_t* out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    auto s = stats_snapshots().get(stats);
+    if (!s) return invalid_handle("stats");
+    const uint64_t block_bytes = s->block_bytes;
+    switch (key) {
+      case DI_STAT_RUNNING_SEQUENCES: *out = s->running_sequences; break;
+      case DI_STAT_WAITING_SEQUENCES: *out = s->waiting_sequences; break;
+      case DI_STAT_RUNNING_GENERATIONS: *out = s->running_generations; break;
+      case DI_STAT_RESIDENT_SESSIONS: *out = s->resident_sessions; break;
+      case DI_STAT_STATE_BYTES_USED: *out = static_cast<uint64_t>(s->total_blocks - s->free_blocks) * block_bytes; break;
+      case DI_STAT_STATE_BYTES_TOTAL: *out = static_cast<uint64_t>(s->total_blocks) * block_bytes; break;
+      case DI_STAT_PROMPT_TOKENS: *out = s->prompt_tokens; break;
+      case DI_STAT_GENERATED_TOKENS: *out = s->generated_tokens; break;
+      case DI_STAT_STEPS: *out = s->steps; break;
+      case DI_STAT_PREEMPTIONS: *out = s->preemptions; break;
+      case DI_STAT_STEP_MICROSECONDS: *out = static_cast<uint64_t>(s->step_seconds * 1e6); break;
+      default: return make_error(Code::kInvalidArgument, "stat key {} is not one of DI_STAT_*", key);
+    }
+    return ok();
+  });
+}
+
+void di_stats_free(di_stats* stats) { stats_snapshots().remove(stats); }
+
+di_error* di_engine_tokenize(const di_engine* engine, const char* text, size_t len, di_text_flags flags, int32_t* buf, size_t cap,
                              size_t* out_len) {
   return guard([&]() -> Result<void> {
     DI_TRY(e, engine_of(engine));
@@ -173,7 +278,7 @@ di_error* di_engine_tokenize(const di_engine* engine, const char* text, size_t l
   });
 }
 
-di_error* di_engine_detokenize(const di_engine* engine, const int32_t* ids, size_t n, uint32_t flags, char* buf, size_t cap,
+di_error* di_engine_detokenize(const di_engine* engine, const int32_t* ids, size_t n, di_detok_flags flags, char* buf, size_t cap,
                                size_t* out_len) {
   return guard([&]() -> Result<void> {
     DI_TRY(e, engine_of(engine));

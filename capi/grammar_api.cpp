@@ -43,7 +43,7 @@ Result<std::shared_ptr<const text::Tokenizer>> tokenizer_of(const di_tokenizer* 
 
 extern "C" {
 
-di_error* di_grammar_compile_options(di_engine* engine, di_grammar_kind kind, const char* spec, size_t len, uint32_t flags,
+di_error* di_grammar_compile_options(const di_engine* engine, di_grammar_kind kind, const char* spec, size_t len, di_grammar_flags flags,
                                      uint32_t max_whitespace_run, di_grammar** out) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_out(out, "out"));
@@ -58,11 +58,11 @@ di_error* di_grammar_compile_options(di_engine* engine, di_grammar_kind kind, co
   });
 }
 
-di_error* di_grammar_compile(di_engine* engine, di_grammar_kind kind, const char* spec, size_t len, di_grammar** out) {
+di_error* di_grammar_compile(const di_engine* engine, di_grammar_kind kind, const char* spec, size_t len, di_grammar** out) {
   return di_grammar_compile_options(engine, kind, spec, len, 0, 0, out);
 }
 
-di_error* di_grammar_validate(di_grammar_kind kind, const char* spec, size_t len, uint32_t flags, uint32_t max_whitespace_run) {
+di_error* di_grammar_validate(di_grammar_kind kind, const char* spec, size_t len, di_grammar_flags flags, uint32_t max_whitespace_run) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_in(spec, len, "spec"));
     DI_TRY(k, kind_of(kind));
@@ -84,6 +84,16 @@ di_error* di_sampling_set_grammar(di_sampling* sp, const di_grammar* grammar) {
     auto g = grammars().get(grammar);
     if (!g) return invalid_handle("grammar");
     p->grammar = std::move(g);
+    return ok();
+  });
+}
+
+di_error* di_sampling_get_grammar(const di_sampling* sp, di_grammar** out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    auto p = samplings().get(sp);
+    if (!p) return invalid_handle("sampling");
+    *out = p->grammar ? grammars().add<di_grammar>(p->grammar) : nullptr;
     return ok();
   });
 }
@@ -121,7 +131,7 @@ di_error* di_tokenizer_vocab_size(const di_tokenizer* tokenizer, int32_t* out) {
   });
 }
 
-di_error* di_tokenizer_encode(const di_tokenizer* tokenizer, const char* text, size_t len, uint32_t flags, int32_t* buf,
+di_error* di_tokenizer_encode(const di_tokenizer* tokenizer, const char* text, size_t len, di_text_flags flags, int32_t* buf,
                               size_t cap, size_t* out_len) {
   return guard([&]() -> Result<void> {
     DI_TRY(t, tokenizer_of(tokenizer));
@@ -133,7 +143,7 @@ di_error* di_tokenizer_encode(const di_tokenizer* tokenizer, const char* text, s
   });
 }
 
-di_error* di_tokenizer_decode(const di_tokenizer* tokenizer, const int32_t* ids, size_t n, uint32_t flags, char* buf, size_t cap,
+di_error* di_tokenizer_decode(const di_tokenizer* tokenizer, const int32_t* ids, size_t n, di_detok_flags flags, char* buf, size_t cap,
                               size_t* out_len) {
   return guard([&]() -> Result<void> {
     DI_TRY(t, tokenizer_of(tokenizer));
@@ -145,7 +155,7 @@ di_error* di_tokenizer_decode(const di_tokenizer* tokenizer, const int32_t* ids,
 }
 
 di_error* di_grammar_compile_for_tokenizer(const di_tokenizer* tokenizer, int32_t vocab_size, const int32_t* eos_ids, size_t n_eos,
-                                           di_grammar_kind kind, const char* spec, size_t len, uint32_t flags,
+                                           di_grammar_kind kind, const char* spec, size_t len, di_grammar_flags flags,
                                            uint32_t max_whitespace_run, di_grammar** out) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_out(out, "out"));

@@ -1,10 +1,11 @@
-// The handle tables of each ABI type (process-wide).
+// The handle tables of each ABI type (process-wide), and what lives in them.
 #pragma once
 
 #include "capi_internal.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "engine/event.h"
+#include "engine/event_queue.h"
 #include "engine/session.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/matcher.h"
@@ -19,14 +20,25 @@ struct SamplingSpec {
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
+// di_event: an event, with its logprobs also laid out flat for di_event_logprobs_view.
+struct EventData {
+  explicit EventData(Event&& e);
+  Event event;
+  size_t top_k = 0;  // stride of top_ids / top_logprobs
+  std::vector<float> logprobs, top_logprobs;
+  std::vector<int32_t> ranks, top_ids;
+};
+
 using ConfigTable = HandleTable<EngineConfig, 1>;
 using EngineTable = HandleTable<Engine, 2>;
 using SamplingTable = HandleTable<SamplingSpec, 3>;
 using SessionTable = HandleTable<Session, 4>;
-using EventTable = HandleTable<Event, 5>;
+using EventTable = HandleTable<const EventData, 5>;
 using GrammarTable = HandleTable<const grammar::CompiledGrammar, 6>;
 using TokenizerTable = HandleTable<const text::Tokenizer, 7>;
 using MatcherTable = HandleTable<grammar::Matcher, 8>;
+using QueueTable = HandleTable<EventQueue, 9>;
+using StatsTable = HandleTable<const EngineStats, 10>;
 
 ConfigTable& configs();
 EngineTable& engines();
@@ -36,5 +48,14 @@ EventTable& events();
 GrammarTable& grammars();
 TokenizerTable& tokenizers();
 MatcherTable& matchers();
+QueueTable& queues();
+StatsTable& stats_snapshots();
+
+// A new di_event handle for an event.
+di_event* event_handle(Event&& e);
+
+// Called once an engine exists: arranges for open engines to stop at process exit (before the
+// library's data and the CUDA runtime are torn down) without calling callbacks.
+void stop_engines_at_exit();
 
 }  // namespace deepinfer::capi

@@ -20,8 +20,24 @@ di_error* with_event(const di_event* ev, F&& f) {
   return guard([&]() -> Result<void> {
     auto e = events().get(ev);
     if (!e) return invalid_handle("event");
+    return f(e->event);
+  });
+}
+
+template <class F>
+di_error* with_event_data(const di_event* ev, F&& f) {
+  return guard([&]() -> Result<void> {
+    auto e = events().get(ev);
+    if (!e) return invalid_handle("event");
     return f(*e);
   });
+}
+
+// Views never return NULL: an empty one points here.
+template <class T>
+const T* view_of(const std::vector<T>& v) {
+  static const T kEmpty{};
+  return v.empty() ? &kEmpty : v.data();
 }
 
 const char* role_name(di_role role) {
@@ -38,12 +54,12 @@ const char* role_name(di_role role) {
 
 extern "C" {
 
-di_error* di_session_create(di_engine* engine, di_session** out) {
+di_error* di_session_create(const di_engine* engine, di_session** out) {
   return guard([&]() -> Result<void> {
     DI_TRYV(check_out(out, "out"));
     auto e = engines().get(engine);
     if (!e) return invalid_handle("engine");
-    DI_TRY(session, e->create_session());
+    DI_TRY(session, e->create_session());  // kClosed in a fork's child
     *out = sessions().add<di_session>(std::move(session));
     return ok();
   });
@@ -60,7 +76,7 @@ di_error* di_session_add_tokens(di_session* session, const int32_t* ids, size_t 
   });
 }
 
-di_error* di_session_add_text(di_session* session, const char* text, size_t len, uint32_t flags) {
+di_error* di_session_add_text(di_session* session, const char* text, size_t len, di_text_flags flags) {
   return with_session(session, [&](Session& s) -> Result<void> {
     DI_TRYV(check_in(text, len, "text"));
     if (flags & ~uint32_t{DI_TEXT_SPECIAL}) return make_error(Code::kInvalidArgument, "unknown text flags {:#x}", flags);
@@ -107,6 +123,10 @@ di_error* di_session_reset(di_session* session) {
   return with_session(session, [&](Session& s) { return s.reset(); });
 }
 
+di_error* di_session_set_keep_cancelled_output(di_session* session, int32_t keep) {
+  return with_session(session, [&](Session& s) { return s.set_keep_cancelled_output(keep != 0); });
+}
+
 di_error* di_session_generate(di_session* session, const di_sampling* params) {
   return with_session(session, [&](Session& s) -> Result<void> {
     auto p = samplings().get(params);
@@ -126,7 +146,7 @@ di_error* di_session_poll(di_session* session, int32_t timeout_ms, di_event** ou
   return with_session(session, [&](Session& s) -> Result<void> {
     DI_TRYV(check_out(out, "out"));
     DI_TRY(event, s.poll(timeout_ms));
-    *out = event ? events().add<di_event>(std::make_shared<Event>(std::move(*event))) : nullptr;
+    *out = event ? event_handle(std::move(*event)) : nullptr;
     return ok();
   });
 }
@@ -134,7 +154,56 @@ di_error* di_session_poll(di_session* session, int32_t timeout_ms, di_event** ou
 di_error* di_session_set_callback(di_session* session, di_event_callback fn, void* user) {
   return with_session(session, [&](Session& s) -> Result<void> {
     if (!fn) return s.set_callback(nullptr);
-    return s.set_callback([fn, user](Event&& e) { fn(user, events().add<di_event>(std::make_shared<Event>(std::move(e)))); });
+    return s.set_callback([fn, user](Event&& e) { fn(user, event_handle(std::move(e))); });
+  });
+}
+
+di_error* di_queue_create(di_queue** out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRY(q, EventQueue::create());
+    *out = queues().add<di_queue>(std::move(q));
+    return ok();
+  });
+}
+
+void di_queue_free(di_queue* queue) {
+  if (auto q = queues().remove(queue)) q->close();
+}
+
+di_error* di_session_set_queue(di_session* session, di_queue* queue, uint64_t tag) {
+  return with_session(session, [&](Session& s) -> Result<void> {
+    if (!queue) return s.set_queue(nullptr, 0);
+    auto q = queues().get(queue);
+    if (!q) return invalid_handle("queue");
+    return s.set_queue(std::move(q), tag);
+  });
+}
+
+di_error* di_queue_poll(di_queue* queue, int32_t timeout_ms, di_event** out, uint64_t* tag) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    DI_TRYV(check_out(tag, "tag"));
+    auto q = queues().get(queue);
+    if (!q) return invalid_handle("queue");
+    DI_TRY(item, q->poll(timeout_ms));
+    if (!item) {
+      *out = nullptr;
+      return ok();
+    }
+    *tag = item->first;
+    *out = event_handle(std::move(item->second));
+    return ok();
+  });
+}
+
+di_error* di_queue_fd(const di_queue* queue, int32_t* out) {
+  return guard([&]() -> Result<void> {
+    DI_TRYV(check_out(out, "out"));
+    auto q = queues().get(queue);
+    if (!q) return invalid_handle("queue");
+    *out = q->fd();
+    return ok();
   });
 }
 
@@ -143,7 +212,12 @@ void di_event_free(di_event* event) { events().remove(event); }
 di_error* di_event_kind(const di_event* event, di_event_type* out) {
   return with_event(event, [&](const Event& e) -> Result<void> {
     DI_TRYV(check_out(out, "out"));
-    *out = e.kind == Event::Kind::kTokens ? DI_EVENT_TOKENS : e.kind == Event::Kind::kFinished ? DI_EVENT_FINISHED : DI_EVENT_PROMPT_LOGPROBS;
+    switch (e.kind) {
+      case Event::Kind::kTokens: *out = DI_EVENT_TOKENS; break;
+      case Event::Kind::kFinished: *out = DI_EVENT_FINISHED; break;
+      case Event::Kind::kPromptLogprobs: *out = DI_EVENT_PROMPT_LOGPROBS; break;
+      case Event::Kind::kDone: *out = DI_EVENT_DONE; break;
+    }
     return ok();
   });
 }
@@ -164,12 +238,51 @@ di_error* di_event_text(const di_event* event, char* buf, size_t cap, size_t* ou
   return with_event(event, [&](const Event& e) { return copy_out(e.text.data(), e.text.size(), buf, cap, out_len); });
 }
 
+di_error* di_event_tokens_view(const di_event* event, const int32_t** data, size_t* len) {
+  return with_event(event, [&](const Event& e) -> Result<void> {
+    DI_TRYV(check_out(data, "data"));
+    DI_TRYV(check_out(len, "len"));
+    *data = view_of(e.tokens);
+    *len = e.tokens.size();
+    return ok();
+  });
+}
+
+di_error* di_event_text_view(const di_event* event, const char** data, size_t* len) {
+  return with_event(event, [&](const Event& e) -> Result<void> {
+    DI_TRYV(check_out(data, "data"));
+    DI_TRYV(check_out(len, "len"));
+    *data = e.text.c_str();  // never NULL, even when empty
+    *len = e.text.size();
+    return ok();
+  });
+}
+
+di_error* di_event_logprobs_view(const di_event* event, const float** logprobs, const int32_t** ranks, const int32_t** top_ids,
+                                 const float** top_logprobs, size_t* n, size_t* k) {
+  return with_event_data(event, [&](const EventData& d) -> Result<void> {
+    for (const void* p : {static_cast<const void*>(logprobs), static_cast<const void*>(ranks), static_cast<const void*>(top_ids),
+                          static_cast<const void*>(top_logprobs), static_cast<const void*>(n), static_cast<const void*>(k)}) {
+      DI_TRYV(check_out(p, "every out-parameter"));
+    }
+    if (!d.event.has_logprobs) return make_error(Code::kState, "the generation did not request logprobs");
+    *logprobs = view_of(d.logprobs);
+    *ranks = view_of(d.ranks);
+    *top_ids = view_of(d.top_ids);
+    *top_logprobs = view_of(d.top_logprobs);
+    *n = d.logprobs.size();
+    *k = d.top_k;
+    return ok();
+  });
+}
+
 di_error* di_event_logprobs(const di_event* event, size_t i, float* logprob, int32_t* top_ids, float* top_logprobs, size_t cap,
                             size_t* out_len) {
   return with_event(event, [&](const Event& e) -> Result<void> {
     if (!e.has_logprobs) return make_error(Code::kState, "the generation did not request logprobs");
     if (i >= e.logprobs.size()) return make_error(Code::kInvalidArgument, "token {} of an event with {}", i, e.logprobs.size());
     const Logprobs& lp = e.logprobs[i];
+    DI_TRYV(check_out(logprob, "logprob"));
     DI_TRYV(check_out(out_len, "out_len"));
     *out_len = lp.top.size();
     if (lp.top.size() > cap) return make_error(Code::kBufferTooSmall, "{} alternatives need a buffer of {}, got {}", lp.top.size(), lp.top.size(), cap);
@@ -178,7 +291,7 @@ di_error* di_event_logprobs(const di_event* event, size_t i, float* logprob, int
       top_ids[k] = lp.top[k].token;
       top_logprobs[k] = lp.top[k].logprob;
     }
-    if (logprob) *logprob = lp.logprob;
+    *logprob = lp.logprob;
     return ok();
   });
 }
@@ -202,9 +315,12 @@ di_error* di_event_finish_reason(const di_event* event, di_finish_reason* out) {
 
 di_error* di_event_usage(const di_event* event, uint64_t* prompt_tokens, uint64_t* completion_tokens, uint64_t* cached_tokens) {
   return with_event(event, [&](const Event& e) -> Result<void> {
-    if (prompt_tokens) *prompt_tokens = e.prompt_tokens;
-    if (completion_tokens) *completion_tokens = e.completion_tokens;
-    if (cached_tokens) *cached_tokens = e.cached_tokens;
+    DI_TRYV(check_out(prompt_tokens, "prompt_tokens"));
+    DI_TRYV(check_out(completion_tokens, "completion_tokens"));
+    DI_TRYV(check_out(cached_tokens, "cached_tokens"));
+    *prompt_tokens = e.prompt_tokens;
+    *completion_tokens = e.completion_tokens;
+    *cached_tokens = e.cached_tokens;
     return ok();
   });
 }

@@ -121,6 +121,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // How matrix weights are held: "f32", "bf16", ...
+  virtual std::string weight_dtype() const { return "f32"; }
 
   // --- weights
   virtual Result<std::unique_ptr<DeviceWeight>> upload(const WeightSource& w) = 0;

@@ -6,14 +6,7 @@
 namespace deepinfer {
 namespace {
 
-// Keys and values come from callers of the ABI: quote them short.
-std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string q = "\"";
-  q.append(s.substr(0, kMax));
-  if (s.size() > kMax) q += "...";
-  return q + "\"";
-}
+std::string quoted(std::string_view s) { return quote_option_text(s); }
 
 Result<void> assign(bool& field, std::string_view key, std::string_view value) {
   DI_TRY(v, parse_bool_option(key, value));
@@ -30,6 +23,15 @@ Result<void> assign(int& field, std::string_view key, std::string_view value) {
 std::string_view default_text(bool v) { return v ? "1" : "0"; }
 
 }  // namespace
+
+// Keys and values come from callers of the ABI: quote them short.
+std::string quote_option_text(std::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string q = "\"";
+  q.append(s.substr(0, kMax));
+  if (s.size() > kMax) q += "...";
+  return q + "\"";
+}
 
 Result<bool> parse_bool_option(std::string_view key, std::string_view value) {
   for (std::string_view t : {"1", "true", "on", "yes"})

@@ -42,6 +42,9 @@ std::vector<OptionInfo> backend_option_infos();
 // know it), kInvalidArgument when the value has the wrong form.
 Result<void> set_backend_option(BackendOptions& options, std::string_view key, std::string_view value);
 
+// A key or value quoted for messages (callers' text: shortened).
+std::string quote_option_text(std::string_view s);
+
 // Text forms shared by every option table: booleans 1/0, true/false, on/off, yes/no.
 Result<bool> parse_bool_option(std::string_view key, std::string_view value);
 Result<int64_t> parse_int_option(std::string_view key, std::string_view value, int64_t lo, int64_t hi);

@@ -1,6 +1,7 @@
 #include "cli/cli_util.h"
 
 #include <chrono>
+#include <filesystem>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -28,12 +29,26 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
   return ids;
 }
 
-Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
-  std::ifstream in(path);
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return make_error(Code::kNotFound, "cannot read {}", path);
+  // A FIFO would block and a device (/dev/zero) never end: only regular files are read whole.
+  if (!std::filesystem::is_regular_file(status)) return make_error(Code::kInvalidArgument, "{} is not a regular file", path);
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return make_error(Code::kIo, "cannot read {}: {}", path, ec.message());
+  if (size > max_bytes) return make_error(Code::kCapacity, "{} has {} bytes, more than the {} this command reads", path, size, max_bytes);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_token_ids(ss.str(), path);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (!in) return make_error(Code::kIo, "cannot read {}", path);
+  return text;
+}
+
+Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
+  DI_TRY(text, read_small_file(path));
+  return parse_token_ids(text, path);
 }
 
 std::vector<std::pair<std::string, std::string>> options_from_env() {

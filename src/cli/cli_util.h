@@ -13,6 +13,8 @@ namespace deepinfer::cli {
 
 // Prints "deepinfer: <code>: <message>" to stderr for an error; returns the process exit code.
 int report(const Result<void>& r);
+// A regular file read whole (FIFOs and devices are refused; kCapacity beyond max_bytes).
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
 Result<std::vector<int32_t>> read_token_ids(const std::string& path);
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
 // key=value pairs of $DEEPINFER_OPTIONS ("key=value,..."): how the command line takes engine and

@@ -9,6 +9,8 @@
 namespace deepinfer::cli {
 namespace {
 
+using abi::check;
+
 struct ChatArgs {
   EngineOptions engine;
   std::string system;
@@ -17,16 +19,21 @@ struct ChatArgs {
 
 Result<void> run_chat(const ChatArgs& a) {
   DI_TRY(engine, a.engine.open_engine());
-  DI_TRY(session, engine->create_session());
+  di_session* raw = nullptr;
+  DI_TRYV(check(di_session_create(engine.get(), &raw)));
+  abi::Session session(raw);
+  // A stopped reply (Ctrl-C is not caught here, but a cancel from a client would be) stays in the chat.
+  DI_TRYV(check(di_session_set_keep_cancelled_output(raw, 1)));
   if (!a.system.empty()) {
-    DI_TRYV(session->add_message("system", a.system));
+    DI_TRYV(check(di_session_add_message(raw, DI_ROLE_SYSTEM, a.system.data(), a.system.size())));
   }
-  const SamplingParams params = a.engine.sampling(*engine);
-  DI_TRY(grammar, a.engine.grammar(*engine));
+  DI_TRY(sampling, a.engine.sampling(engine.get()));
+  DI_TRY(grammar, a.engine.grammar(engine.get()));
+  DI_TRYV(check(di_sampling_set_grammar(sampling.get(), grammar.get())));
   auto turn = [&](const std::string& message) -> Result<void> {
-    DI_TRYV(session->add_message("user", message));
-    DI_TRYV(session->generate(params, grammar));
-    return stream_events(*session, a.engine.json);
+    DI_TRYV(check(di_session_add_message(raw, DI_ROLE_USER, message.data(), message.size())));
+    DI_TRYV(check(di_session_generate(raw, sampling.get())));
+    return stream_events(raw, a.engine.json);
   };
   if (!a.messages.empty()) {
     for (const auto& m : a.messages) {
@@ -41,7 +48,6 @@ Result<void> run_chat(const ChatArgs& a) {
       DI_TRYV(turn(line));
     }
   }
-  engine->shutdown();
   return ok();
 }
 

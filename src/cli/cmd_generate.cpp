@@ -3,11 +3,10 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 
-#include <fstream>
-#include <sstream>
-
 namespace deepinfer::cli {
 namespace {
+
+using abi::check;
 
 struct GenerateArgs {
   EngineOptions engine;
@@ -18,27 +17,26 @@ struct GenerateArgs {
 
 Result<void> run_generate(const GenerateArgs& a) {
   DI_TRY(engine, a.engine.open_engine());
-  DI_TRY(session, engine->create_session());
+  di_session* raw = nullptr;
+  DI_TRYV(check(di_session_create(engine.get(), &raw)));
+  abi::Session session(raw);
   if (!a.ids.empty()) {
     DI_TRY(ids, parse_token_ids(a.ids, "--ids"));
-    DI_TRYV(session->add_tokens(ids));
+    DI_TRYV(check(di_session_add_tokens(raw, ids.data(), ids.size())));
   } else {
     std::string prompt = a.prompt;
     if (!a.prompt_file.empty()) {
-      std::ifstream in(a.prompt_file, std::ios::binary);
-      if (!in) return make_error(Code::kNotFound, "cannot read {}", a.prompt_file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      prompt = ss.str();
+      DI_TRY(text, read_small_file(a.prompt_file));
+      prompt = std::move(text);
     }
-    DI_TRYV(session->add_text(prompt, a.special ? text::EncodeMode::kRecognizeAddedTokens : text::EncodeMode::kPlainText));
+    DI_TRYV(check(di_session_add_text(raw, prompt.data(), prompt.size(), a.special ? DI_TEXT_SPECIAL : DI_TEXT_PLAIN)));
     if (a.echo && !a.engine.json) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   }
-  DI_TRY(grammar, a.engine.grammar(*engine));
-  DI_TRYV(session->generate(a.engine.sampling(*engine), grammar));
-  DI_TRYV(stream_events(*session, a.engine.json));
-  engine->shutdown();
-  return ok();
+  DI_TRY(sampling, a.engine.sampling(engine.get()));
+  DI_TRY(grammar, a.engine.grammar(engine.get()));
+  DI_TRYV(check(di_sampling_set_grammar(sampling.get(), grammar.get())));
+  DI_TRYV(check(di_session_generate(raw, sampling.get())));
+  return stream_events(raw, a.engine.json);
 }
 
 }  // namespace

@@ -1,11 +1,10 @@
 // deepinfer tokenize / detokenize: text ↔ token ids with a model's tokenizer.
+#include "cli/abi.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "text/tokenizer.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <vector>
 
 namespace deepinfer::cli {
 namespace {
@@ -20,19 +19,30 @@ struct DetokenizeArgs {
   bool skip_special = false;
 };
 
+using abi::check;
+
+Result<abi::Tokenizer> open_tokenizer(const std::string& path) {
+  di_tokenizer* raw = nullptr;
+  DI_TRYV(check(di_tokenizer_create(path.data(), path.size(), &raw)));
+  return abi::Tokenizer(raw);
+}
+
 Result<void> run_tokenize(const TokenizeArgs& a, bool from_file) {
   std::string input = a.text;
   if (from_file) {
-    std::ifstream in(a.text_file, std::ios::binary);
-    if (!in) return make_error(Code::kNotFound, "cannot read {}", a.text_file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    input = ss.str();
+    DI_TRY(text, read_small_file(a.text_file));
+    input = std::move(text);
   }
-  DI_TRY(tok, text::Tokenizer::from_file(a.tokenizer));
-  DI_TRY(ids, tok.encode(input, a.plain ? text::EncodeMode::kPlainText : text::EncodeMode::kRecognizeAddedTokens));
+  DI_TRY(tok, open_tokenizer(a.tokenizer));
+  const di_text_flags flags = a.plain ? DI_TEXT_PLAIN : DI_TEXT_SPECIAL;
+  size_t n = 0;
+  di_error* sized = di_tokenizer_encode(tok.get(), input.data(), input.size(), flags, nullptr, 0, &n);
+  if (sized && di_error_code(sized) != DI_ERR_BUFFER_TOO_SMALL) return check(sized);
+  di_error_free(sized);
+  std::vector<int32_t> ids(n);
+  DI_TRYV(check(di_tokenizer_encode(tok.get(), input.data(), input.size(), flags, ids.data(), ids.size(), &n)));
   std::string line;
-  for (const text::TokenId id : ids) {
+  for (const int32_t id : ids) {
     if (!line.empty()) line += ' ';
     line += std::to_string(id);
   }
@@ -42,9 +52,15 @@ Result<void> run_tokenize(const TokenizeArgs& a, bool from_file) {
 
 Result<void> run_detokenize(const DetokenizeArgs& a) {
   DI_TRY(ids, parse_token_ids(a.ids, "--ids"));
-  DI_TRY(tok, text::Tokenizer::from_file(a.tokenizer));
-  DI_TRY(text, tok.decode(ids, a.skip_special));
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  DI_TRY(tok, open_tokenizer(a.tokenizer));
+  const di_detok_flags flags = a.skip_special ? DI_DETOK_SKIP_SPECIAL : 0;
+  size_t n = 0;
+  di_error* sized = di_tokenizer_decode(tok.get(), ids.data(), ids.size(), flags, nullptr, 0, &n);
+  if (sized && di_error_code(sized) != DI_ERR_BUFFER_TOO_SMALL) return check(sized);
+  di_error_free(sized);
+  std::string text(n, '\0');
+  DI_TRYV(check(di_tokenizer_decode(tok.get(), ids.data(), ids.size(), flags, text.data(), text.size(), &n)));
+  std::fwrite(text.data(), 1, n, stdout);
   std::printf("\n");
   return ok();
 }

@@ -1,15 +1,12 @@
 // Command-line flags shared by the commands that run the engine (generate, chat): the model, the
-// device and every sampling parameter, and the event printers.
+// device and every sampling parameter, and the event printers. Everything goes through the C ABI.
 #pragma once
 
-#include "engine/engine.h"
-#include "engine/session.h"
-#include "grammar/compiled_grammar.h"
-#include "sample/sampling_params.h"
+#include "cli/abi.h"
 
 #include <CLI/CLI.hpp>
 
-#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +17,10 @@ struct EngineOptions {
   std::string device = "auto";
   int threads = 0;
   bool dummy_weights = false;
+  std::vector<std::string> options;  // --option key=value (after $DEEPINFER_OPTIONS)
   // Sampling; unset flags keep the model's generation_config.json defaults.
   std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
-  std::optional<int> top_k, max_tokens, min_tokens, n, logprobs;
+  std::optional<int> top_k, max_tokens, min_tokens, n, logprobs, first_completion;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_tokens;
@@ -33,15 +31,15 @@ struct EngineOptions {
   bool compact_json = false;
 
   void add_to(CLI::App& cmd);
-  Result<std::shared_ptr<Engine>> open_engine() const;  // with a progress line on stderr
-  SamplingParams sampling(const Engine& engine) const;
-  // The grammar the flags ask for (nullptr when none), compiled for the engine.
-  Result<std::shared_ptr<const grammar::CompiledGrammar>> grammar(Engine& engine) const;
+  Result<abi::Engine> open_engine() const;  // with a progress line on stderr
+  Result<abi::Sampling> sampling(const di_engine* engine) const;
+  // The grammar the flags ask for (null when none), compiled for the engine.
+  Result<abi::Grammar> grammar(const di_engine* engine) const;
 };
 
-// Prints a session's events until its generation ends: text to stdout as it comes (several
+// Prints a session's events until its generation's DONE event: text to stdout as it comes (several
 // completions are labelled), or one JSON object per event with --json. Returns the error of a
 // completion that failed.
-Result<void> stream_events(Session& session, bool json);
+Result<void> stream_events(di_session* session, bool json);
 
 }  // namespace deepinfer::cli

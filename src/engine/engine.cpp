@@ -12,7 +12,9 @@
 #include "sample/sampling_rng.h"
 #include "sample/stop_condition.h"
 #include "sched/scheduler.h"
+#include "model/model_cost.h"
 #include "util/log.h"
+#include "util/process.h"
 #include "util/thread_pool.h"
 
 #include <algorithm>
@@ -46,9 +48,16 @@ int64_t resident_key(uint64_t session) { return -static_cast<int64_t>(session); 
 
 }  // namespace
 
-Engine::Engine(const EngineConfig& config) : config_(config) {}
+Engine::Engine(const EngineConfig& config) : config_(config), fork_generation_(fork_generation()) {}
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  if (forked()) {
+    // The step thread is the parent's: a joinable std::thread must not be destroyed, nor joined here.
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
+  shutdown();
+}
 
 Result<std::shared_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (config.model_path.empty()) return make_error(Code::kInvalidArgument, "no model path was given");
@@ -64,20 +73,26 @@ Result<std::shared_ptr<Engine>> Engine::create(const EngineConfig& config) {
   return engine;
 }
 
-Result<void> Engine::start() {
-  namespace fs = std::filesystem;
-  const fs::path dir(config_.model_path);
+Result<void> Engine::open_backend() {
   if (config_.device != Device::kCpu) {
     auto cuda = make_cuda_backend(config_.backend, config_.cuda_module);
     if (cuda) {
       backend_ = std::move(cuda).value();
-    } else if (config_.device == Device::kCuda) {
-      return cuda.error();
-    } else {
-      log(LogLevel::kInfo, "no CUDA device ({}); running on the CPU", cuda.error().message);
+      device_ = Device::kCuda;
+      return ok();
     }
+    if (config_.device == Device::kCuda) return cuda.error();
+    log(LogLevel::kInfo, "no CUDA backend ({}); running on the CPU", cuda.error().message);
   }
-  if (!backend_) backend_ = make_cpu_backend(config_.threads);
+  backend_ = make_cpu_backend(config_.threads);
+  device_ = Device::kCpu;
+  return ok();
+}
+
+Result<void> Engine::start() {
+  namespace fs = std::filesystem;
+  const fs::path dir(config_.model_path);
+  DI_TRYV(open_backend());
   log(LogLevel::kInfo, "loading model {} on {}", config_.model_path, backend_->name());
   if (config_.dummy_weights) {
     DI_TRY(mc, DeepseekV4::read_config(config_.model_path));
@@ -88,6 +103,10 @@ Result<void> Engine::start() {
     model_ = std::move(model);
   }
   model_config_ = model_->config();
+  parameters_ = model_->parameters();
+  weight_dtype_ = backend_->weight_dtype();
+  weight_bytes_ = weight_dtype_ == "f32" ? static_cast<uint64_t>(parameters_) * 4
+                                         : static_cast<uint64_t>(ModelCost(model_config_).stored_weight_bytes());
 
   std::error_code ec;
   if (fs::exists(dir / "tokenizer.json", ec)) {
@@ -133,6 +152,7 @@ Result<void> Engine::start() {
 }
 
 void Engine::shutdown() {
+  if (forked()) return;
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -141,7 +161,26 @@ void Engine::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // Whatever is still queued or running ends as cancelled.
+  cancel_all_generations();
+  loop_.reset();
+  runner_.reset();
+  model_.reset();
+  backend_.reset();
+}
+
+void Engine::stop_at_exit() {
+  if (forked()) return;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::cancel_all_generations() {
   std::vector<std::unique_ptr<Generation>> left = std::move(inbox_);
   if (loop_)
     for (auto& g : loop_->active) left.push_back(std::move(g));
@@ -162,12 +201,12 @@ void Engine::shutdown() {
       for (int32_t i = 0; i < g->params.n; ++i) cancelled(i, 0);
     for (auto& c : g->completions)
       if (!c.done) cancelled(c.index, c.output.size());
+    Event done;
+    done.kind = Event::Kind::kDone;
+    done.seed = g->seed;
+    events.push_back(std::move(done));
     g->session->deliver(std::move(events), true, nullptr, nullptr);
   }
-  loop_.reset();
-  runner_.reset();
-  model_.reset();
-  backend_.reset();
 }
 
 EngineStats Engine::stats() const {
@@ -175,7 +214,10 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+bool Engine::forked() const { return fork_generation() != fork_generation_; }
+
 bool Engine::closed() const {
+  if (forked()) return true;
   std::lock_guard lock(mu_);
   return closed_;
 }
@@ -186,6 +228,7 @@ Result<const text::Tokenizer*> Engine::tokenizer() const {
 }
 
 Result<std::shared_ptr<Session>> Engine::create_session() {
+  if (forked()) return make_error(Code::kClosed, "the engine belongs to the parent of this fork");
   std::lock_guard lock(mu_);
   if (closed_) return make_error(Code::kClosed, "the engine was shut down");
   return std::make_shared<Session>(weak_from_this(), next_session_id_++);
@@ -210,6 +253,7 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> Engine::compile_grammar(
 
 Result<void> Engine::submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params,
                             std::shared_ptr<const grammar::CompiledGrammar> grammar) {
+  if (forked()) return make_error(Code::kClosed, "the engine belongs to the parent of this fork");
   DI_TRYV(validate(params, model_config_.vocab_size));
   if (grammar) {
     DI_TRY(compiler, grammar_compiler());
@@ -260,6 +304,12 @@ void Engine::wake() { cv_.notify_all(); }
 
 namespace {
 
+// Whether completion 0's output joins the session's context (and its state stays with the session).
+bool joins_context(const Generation& g, FinishReason reason) {
+  if (reason == FinishReason::kError) return false;
+  return reason != FinishReason::kCancelled || g.session->keep_cancelled_output();
+}
+
 Event finished_event(const Generation& g, const Completion& c) {
   Event e;
   e.kind = Event::Kind::kFinished;
@@ -304,7 +354,7 @@ void Engine::loop() {
       g.pending.push_back(std::move(e));
     }
     g.pending.push_back(finished_event(g, c));
-    if (c.index != 0 || reason == FinishReason::kCancelled || reason == FinishReason::kError) {
+    if (c.index != 0 || !joins_context(g, reason)) {
       close_seq(c);
     } else if (c.seq >= 0) {
       // Completion 0's state stays with the session for its next turn. It becomes an idle resident
@@ -377,7 +427,7 @@ void Engine::loop() {
   };
   auto draw = [&](Draw& d) {
     Completion& c = *d.c;
-    SampleKey key{d.g->seed, static_cast<uint32_t>(c.index), static_cast<uint32_t>(c.output.size())};
+    SampleKey key{d.g->seed, static_cast<uint32_t>(d.g->params.first_completion + c.index), static_cast<uint32_t>(c.output.size())};
     if (c.matcher && !c.mask_ready) {  // the first mask of a completion is computed here
       c.mask.resize(c.matcher->compiled().vocabulary().mask_words());
       c.matcher->fill_mask(c.mask.data());
@@ -434,12 +484,16 @@ void Engine::loop() {
   // Ends a generation: completion 0's state stays with the session, the output joins its context.
   auto retire = [&](Generation& g) {
     Completion& c0 = g.completions[0];
-    const bool keep = c0.reason != FinishReason::kCancelled && c0.reason != FinishReason::kError;
+    const bool keep = joins_context(g, c0.reason);
     if (keep && c0.seq >= 0) {
       st.residents[g.session->id()] = Resident{c0.seq, std::move(c0.processed), st.step};
       c0.seq = -1;
     }
     close_seq(c0);
+    Event done;
+    done.kind = Event::Kind::kDone;
+    done.seed = g.seed;
+    g.pending.push_back(std::move(done));
     g.session->deliver(std::move(g.pending), true, keep ? &c0.output : nullptr, keep ? &c0.text : nullptr);
   };
 
@@ -451,6 +505,20 @@ void Engine::loop() {
     int32_t token;
     Result<Logprobs> result = Logprobs{};
   };
+  // Fails every unfinished completion (after a step threw): their state may be half-written.
+  auto fail_all = [&](const Error& err) {
+    masks_->wait();
+    masks_in_flight.clear();
+    mask_jobs.clear();
+    for (auto& g : st.active)
+      for (auto& c : g->completions)
+        if (!c.done) {
+          c.detok.reset();  // no text flush: it may be what threw
+          c.stops.reset();
+          finish(*g, c, FinishReason::kError, err);
+        }
+  };
+
   std::vector<Draw> draws;
   std::vector<PromptScore> scores;
   for (;;) {
@@ -473,175 +541,190 @@ void Engine::loop() {
     }
     ++st.step;
     const auto t_start = std::chrono::steady_clock::now();
-    for (uint64_t id : releases) {
-      auto it = st.residents.find(id);
-      if (it == st.residents.end()) continue;
-      runner.close_sequence(it->second.seq);
-      st.residents.erase(it);
-    }
-    for (auto& g : st.active) {
-      if (!g->admitted) admit(*g);
-      if (g->session->cancel_requested())
-        for (auto& c : g->completions) finish(*g, c, FinishReason::kCancelled);
-    }
-
-    // Plan the step.
-    std::vector<SchedSequence> seqs;
-    std::map<int64_t, std::pair<Generation*, Completion*>> by_key;
-    for (size_t gi = 0; gi < st.active.size(); ++gi) {
-      Generation& g = *st.active[gi];
-      for (auto& c : g.completions) {
-        if (c.done) continue;
-        const int64_t key = completion_key(gi, c.index);
-        by_key[key] = {&g, &c};
-        seqs.push_back({key, static_cast<int32_t>(c.to_feed.size()), static_cast<int32_t>(c.processed.size()),
-                        c.seq >= 0 ? runner.blocks_held(c.seq) : 0, c.seq >= 0, c.decoding,
-                        g.arrival * 4096 + static_cast<uint64_t>(c.index)});
+    // Anything thrown inside a step (an allocation failing, a bug) fails the generations it was
+    // running, never the process: the engine goes on serving the others.
+    try {
+      for (uint64_t id : releases) {
+        auto it = st.residents.find(id);
+        if (it == st.residents.end()) continue;
+        runner.close_sequence(it->second.seq);
+        st.residents.erase(it);
       }
-    }
-    for (const auto& [id, r] : st.residents)
-      seqs.push_back({resident_key(id), 0, static_cast<int32_t>(r.processed.size()), runner.blocks_held(r.seq), true, false, r.last_used});
-    SchedLimits limits{config_.max_batched_tokens, runner.layout().block_tokens, runner.pool().free_blocks(),
-                       runner.pool().free_slots(), runner.pool().n_blocks()};
-    SchedDecision plan = schedule_step(seqs, limits);
+      for (auto& g : st.active) {
+        if (!g->admitted) admit(*g);
+        if (g->session->cancel_requested())
+          for (auto& c : g->completions) finish(*g, c, FinishReason::kCancelled);
+      }
 
-    for (int64_t key : plan.evict) {
-      const uint64_t id = static_cast<uint64_t>(-key);
-      runner.close_sequence(st.residents[id].seq);
-      st.residents.erase(id);
-    }
-    for (int64_t key : plan.preempt) {  // give the state up; recompute it later from the ids
-      Completion& c = *by_key[key].second;
-      close_seq(c);
-      c.processed.insert(c.processed.end(), c.to_feed.begin(), c.to_feed.end());
-      c.to_feed = std::move(c.processed);
-      c.processed.clear();
-      c.decoding = false;
-    }
-    for (int64_t key : plan.over_capacity) finish(*by_key[key].first, *by_key[key].second, FinishReason::kLength);
-
-    const auto t_planned = std::chrono::steady_clock::now();
-    std::vector<ModelRunner::Feed> feeds;
-    std::vector<std::pair<Completion*, int32_t>> fed;  // completion, tokens fed
-    for (const SchedFeed& f : plan.feeds) {
-      auto [g, c] = by_key[f.key];
-      if (c->seq < 0) {
-        auto seq = runner.open_sequence();
-        if (!seq) {
-          finish(*g, *c, FinishReason::kError, seq.error());
-          continue;
+      // Plan the step.
+      std::vector<SchedSequence> seqs;
+      std::map<int64_t, std::pair<Generation*, Completion*>> by_key;
+      for (size_t gi = 0; gi < st.active.size(); ++gi) {
+        Generation& g = *st.active[gi];
+        for (auto& c : g.completions) {
+          if (c.done) continue;
+          const int64_t key = completion_key(gi, c.index);
+          by_key[key] = {&g, &c};
+          seqs.push_back({key, static_cast<int32_t>(c.to_feed.size()), static_cast<int32_t>(c.processed.size()),
+                          c.seq >= 0 ? runner.blocks_held(c.seq) : 0, c.seq >= 0, c.decoding,
+                          g.arrival * 4096 + static_cast<uint64_t>(c.index)});
         }
-        c->seq = seq.value();
       }
-      const bool last = f.n == static_cast<int32_t>(c->to_feed.size());
-      const bool prompt_rows = g->params.prompt_logprobs && c->index == 0 && !c->decoding && c->output.empty();
-      auto mode = prompt_rows ? ForwardBatch::Logits::kAll : last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone;
-      feeds.push_back({c->seq, c->to_feed.data(), f.n, mode});
-      fed.push_back({c, f.n});
-    }
-    // When every row the step samples is plain greedy, only each row's best token leaves the backend.
-    bool greedy = true;
-    for (size_t i = 0; i < feeds.size() && greedy; ++i) {
-      const Completion& c = *fed[i].first;
-      const Generation& g = *by_key[plan.feeds[i].key].first;
-      if (feeds[i].logits == ForwardBatch::Logits::kAll) greedy = false;
-      if (feeds[i].logits == ForwardBatch::Logits::kLast)
-        greedy = picks_argmax(g.params, *c.sampling, eos_ids_, c.matcher.has_value());
-    }
-    if (!feeds.empty()) {
-      std::span<float> logits;
-      std::span<const int32_t> best;
-      std::optional<Error> failure;
-      if (greedy) {
-        auto stepped = runner.step_greedy(feeds);
-        if (stepped) best = stepped.value();
-        else failure = stepped.error();
-      } else {
-        auto stepped = runner.step(feeds);
-        if (stepped) logits = stepped.value();
-        else failure = stepped.error();
+      for (const auto& [id, r] : st.residents)
+        seqs.push_back({resident_key(id), 0, static_cast<int32_t>(r.processed.size()), runner.blocks_held(r.seq), true, false, r.last_used});
+      SchedLimits limits{config_.max_batched_tokens, runner.layout().block_tokens, runner.pool().free_blocks(),
+                         runner.pool().free_slots(), runner.pool().n_blocks()};
+      SchedDecision plan = schedule_step(seqs, limits);
+
+      for (int64_t key : plan.evict) {
+        const uint64_t id = static_cast<uint64_t>(-key);
+        runner.close_sequence(st.residents[id].seq);
+        st.residents.erase(id);
       }
-      if (failure) {
-        log(LogLevel::kError, "engine step failed: {}", failure->message);
-        for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, failure);
-      } else {
-        collect_masks();
-        draws.clear();
-        scores.clear();
-        size_t row = 0;
-        for (size_t i = 0; i < feeds.size(); ++i) {
-          auto [c, n] = fed[i];
-          Generation& g = *by_key[plan.feeds[i].key].first;
-          const size_t rows = feeds[i].logits == ForwardBatch::Logits::kAll ? n : feeds[i].logits == ForwardBatch::Logits::kLast ? 1 : 0;
-          float* first = greedy ? nullptr : logits.data() + row * vocab;
-          row += rows;
-          if (feeds[i].logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
-            // Only rows not scored yet: a prefill preempted half-way is recomputed from its start.
-            const size_t p = c->processed.size();
-            for (int32_t j = 0; j < n; ++j)
-              if (p + j + 1 < g.context.size() && p + j == g.prompt_logprobs.size()) {
-                scores.push_back({&g, g.prompt_logprobs.size(), {first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1]});
-                g.prompt_logprobs.emplace_back();  // filled below
-              }
+      for (int64_t key : plan.preempt) {  // give the state up; recompute it later from the ids
+        Completion& c = *by_key[key].second;
+        close_seq(c);
+        c.processed.insert(c.processed.end(), c.to_feed.begin(), c.to_feed.end());
+        c.to_feed = std::move(c.processed);
+        c.processed.clear();
+        c.decoding = false;
+      }
+      for (int64_t key : plan.over_capacity) finish(*by_key[key].first, *by_key[key].second, FinishReason::kLength);
+
+      const auto t_planned = std::chrono::steady_clock::now();
+      uint64_t step_prompt = 0, step_generated = 0;
+      std::vector<ModelRunner::Feed> feeds;
+      std::vector<std::pair<Completion*, int32_t>> fed;  // completion, tokens fed
+      for (const SchedFeed& f : plan.feeds) {
+        auto [g, c] = by_key[f.key];
+        if (c->seq < 0) {
+          auto seq = runner.open_sequence();
+          if (!seq) {
+            finish(*g, *c, FinishReason::kError, seq.error());
+            continue;
           }
-          c->processed.insert(c->processed.end(), c->to_feed.begin(), c->to_feed.begin() + n);
-          c->to_feed.erase(c->to_feed.begin(), c->to_feed.begin() + n);
-          if (!c->to_feed.empty() || c->done) continue;
-          if (greedy) {
-            draws.push_back({&g, c, {}, argmax_result(best[row - 1], *c->sampling)});
-          } else {
-            draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
-          }
+          c->seq = seq.value();
         }
-        sample_pool_->parallel_for(scores.size() + draws.size(), 1, [&](size_t begin, size_t end) {
-          for (size_t i = begin; i < end; ++i) {
-            if (i < scores.size()) {
-              PromptScore& ps = scores[i];
-              ps.result = compute_logprobs(ps.row, ps.token, *ps.g->params.prompt_logprobs);
-            } else if (!draws[i - scores.size()].row.empty()) {
-              draw(draws[i - scores.size()]);
+        const bool last = f.n == static_cast<int32_t>(c->to_feed.size());
+        const bool prompt_rows = g->params.prompt_logprobs && c->index == 0 && !c->decoding && c->output.empty();
+        auto mode = prompt_rows ? ForwardBatch::Logits::kAll : last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone;
+        feeds.push_back({c->seq, c->to_feed.data(), f.n, mode});
+        fed.push_back({c, f.n});
+        if (!c->decoding) step_prompt += static_cast<uint64_t>(f.n);
+      }
+      // When every row the step samples is plain greedy, only each row's best token leaves the backend.
+      bool greedy = true;
+      for (size_t i = 0; i < feeds.size() && greedy; ++i) {
+        const Completion& c = *fed[i].first;
+        const Generation& g = *by_key[plan.feeds[i].key].first;
+        if (feeds[i].logits == ForwardBatch::Logits::kAll) greedy = false;
+        if (feeds[i].logits == ForwardBatch::Logits::kLast)
+          greedy = picks_argmax(g.params, *c.sampling, eos_ids_, c.matcher.has_value());
+      }
+      if (!feeds.empty()) {
+        std::span<float> logits;
+        std::span<const int32_t> best;
+        std::optional<Error> failure;
+        if (greedy) {
+          auto stepped = runner.step_greedy(feeds);
+          if (stepped) best = stepped.value();
+          else failure = stepped.error();
+        } else {
+          auto stepped = runner.step(feeds);
+          if (stepped) logits = stepped.value();
+          else failure = stepped.error();
+        }
+        if (failure) {
+          log(LogLevel::kError, "engine step failed: {}", failure->message);
+          for (const SchedFeed& f : plan.feeds) finish(*by_key[f.key].first, *by_key[f.key].second, FinishReason::kError, failure);
+        } else {
+          collect_masks();
+          draws.clear();
+          scores.clear();
+          size_t row = 0;
+          for (size_t i = 0; i < feeds.size(); ++i) {
+            auto [c, n] = fed[i];
+            Generation& g = *by_key[plan.feeds[i].key].first;
+            const size_t rows = feeds[i].logits == ForwardBatch::Logits::kAll ? n : feeds[i].logits == ForwardBatch::Logits::kLast ? 1 : 0;
+            float* first = greedy ? nullptr : logits.data() + row * vocab;
+            row += rows;
+            if (feeds[i].logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
+              // Only rows not scored yet: a prefill preempted half-way is recomputed from its start.
+              const size_t p = c->processed.size();
+              for (int32_t j = 0; j < n; ++j)
+                if (p + j + 1 < g.context.size() && p + j == g.prompt_logprobs.size()) {
+                  scores.push_back({&g, g.prompt_logprobs.size(), {first + j * vocab, static_cast<size_t>(vocab)}, g.context[p + j + 1]});
+                  g.prompt_logprobs.emplace_back();  // filled below
+                }
+            }
+            c->processed.insert(c->processed.end(), c->to_feed.begin(), c->to_feed.begin() + n);
+            c->to_feed.erase(c->to_feed.begin(), c->to_feed.begin() + n);
+            if (!c->to_feed.empty() || c->done) continue;
+            if (greedy) {
+              draws.push_back({&g, c, {}, argmax_result(best[row - 1], *c->sampling)});
+            } else {
+              draws.push_back({&g, c, {first + (rows - 1) * vocab, static_cast<size_t>(vocab)}});
             }
           }
-        });
-        for (PromptScore& ps : scores) {  // a row that fails ends its prompt's logprobs there
-          auto& all = ps.g->prompt_logprobs;
-          if (ps.index >= all.size()) continue;
-          if (ps.result) all[ps.index] = std::move(ps.result).value();
-          else all.resize(ps.index);
-        }
-        for (Draw& d : draws) {  // in feed order: events and finishes as with one thread
-          Generation& g = *d.g;
-          if (g.params.prompt_logprobs && d.c->index == 0 && d.c->output.empty()) {
-            Event e;
-            e.kind = Event::Kind::kPromptLogprobs;
-            e.tokens.assign(g.context.begin() + 1, g.context.end());
-            e.logprobs = std::move(g.prompt_logprobs);
-            e.has_logprobs = true;
-            g.pending.push_back(std::move(e));
+          sample_pool_->parallel_for(scores.size() + draws.size(), 1, [&](size_t begin, size_t end) {
+            for (size_t i = begin; i < end; ++i) {
+              if (i < scores.size()) {
+                PromptScore& ps = scores[i];
+                ps.result = compute_logprobs(ps.row, ps.token, *ps.g->params.prompt_logprobs);
+              } else if (!draws[i - scores.size()].row.empty()) {
+                draw(draws[i - scores.size()]);
+              }
+            }
+          });
+          for (PromptScore& ps : scores) {  // a row that fails ends its prompt's logprobs there
+            auto& all = ps.g->prompt_logprobs;
+            if (ps.index >= all.size()) continue;
+            if (ps.result) all[ps.index] = std::move(ps.result).value();
+            else all.resize(ps.index);
           }
-          take(d);
+          step_generated += draws.size();
+          for (Draw& d : draws) {  // in feed order: events and finishes as with one thread
+            Generation& g = *d.g;
+            if (g.params.prompt_logprobs && d.c->index == 0 && d.c->output.empty()) {
+              Event e;
+              e.kind = Event::Kind::kPromptLogprobs;
+              e.tokens.assign(g.context.begin() + 1, g.context.end());
+              e.logprobs = std::move(g.prompt_logprobs);
+              e.has_logprobs = true;
+              g.pending.push_back(std::move(e));
+            }
+            take(d);
+          }
         }
       }
-    }
 
-    const auto t_end = std::chrono::steady_clock::now();
-    {
-      std::lock_guard lock(mu_);
-      stats_.steps = st.step;
-      stats_.preemptions += plan.preempt.size();
-      stats_.evictions += plan.evict.size();
-      stats_.step_seconds += std::chrono::duration<double>(t_end - t_start).count();
-      stats_.schedule_seconds += std::chrono::duration<double>(t_planned - t_start).count();
-    }
+      const auto t_end = std::chrono::steady_clock::now();
+      {
+        std::lock_guard lock(mu_);
+        stats_.steps = st.step;
+        stats_.prompt_tokens += step_prompt;
+        stats_.generated_tokens += step_generated;
+        stats_.preemptions += plan.preempt.size();
+        stats_.evictions += plan.evict.size();
+        stats_.step_seconds += std::chrono::duration<double>(t_end - t_start).count();
+        stats_.schedule_seconds += std::chrono::duration<double>(t_planned - t_start).count();
+      }
 
-    // Next masks: computed while the following step plans and runs its forward.
-    collect_masks();
-    if (!mask_jobs.empty()) {
-      std::vector<MaskWorker::Job> jobs;
-      for (auto& [c, job] : mask_jobs) jobs.push_back(job);
-      masks_->start(std::move(jobs));
-      masks_in_flight.swap(mask_jobs);
-      mask_jobs.clear();
+      // Next masks: computed while the following step plans and runs its forward.
+      collect_masks();
+      if (!mask_jobs.empty()) {
+        std::vector<MaskWorker::Job> jobs;
+        for (auto& [c, job] : mask_jobs) jobs.push_back(job);
+        masks_->start(std::move(jobs));
+        masks_in_flight.swap(mask_jobs);
+        mask_jobs.clear();
+      }
+
+    } catch (const std::exception& ex) {
+      const bool oom = dynamic_cast<const std::bad_alloc*>(&ex) != nullptr;
+      const Error err{oom ? Code::kOutOfMemory : Code::kInternal, std::string("the engine step failed: ") + ex.what()};
+      log(LogLevel::kError, "{}", err.message);
+      fail_all(err);
     }
 
     // Deliver this step's events; retire finished generations.
@@ -663,6 +746,11 @@ void Engine::loop() {
     stats_.free_blocks = runner.pool().free_blocks();
     stats_.running_generations = st.active.size() + inbox_.size();
     stats_.resident_sessions = st.residents.size();
+    stats_.running_sequences = stats_.waiting_sequences = 0;
+    for (const auto& g : st.active)
+      for (const auto& c : g->completions)
+        if (!c.done) ++(c.seq >= 0 ? stats_.running_sequences : stats_.waiting_sequences);
+    for (const auto& g : inbox_) stats_.waiting_sequences += static_cast<size_t>(g->params.n);
   }
 }
 

@@ -37,6 +37,10 @@ class GrammarCompiler;
 
 // A snapshot of the engine's bookkeeping (for tests, benchmarks and monitoring).
 struct EngineStats {
+  size_t running_sequences = 0;  // completions holding model state
+  size_t waiting_sequences = 0;  // completions not started (or preempted)
+  uint64_t prompt_tokens = 0;    // context tokens processed (prefill, recomputation included)
+  uint64_t generated_tokens = 0;
   int32_t total_slots = 0, free_slots = 0;
   int32_t total_blocks = 0, free_blocks = 0;
   int32_t block_tokens = 0;  // positions one block covers
@@ -57,7 +61,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Stops the step loop (finishing every generation as cancelled) and releases the model; later
   // calls return kClosed. Idempotent.
   void shutdown();
+  // At process exit: stops the step loop without delivering anything (no callback may run) and
+  // keeps the model (its memory goes with the process). In a fork's child: nothing.
+  void stop_at_exit();
 
+  // In a fork's child (made after this engine started): nothing of it may run there.
+  bool forked() const;
+  // The device the engine runs on (kCpu or kCuda).
+  Device device() const { return device_; }
+  bool has_tokenizer() const { return tokenizer_.has_value(); }
+  // Weights of the model, and the bytes and type they take on the device.
+  int64_t parameters() const { return parameters_; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  const std::string& weight_dtype() const { return weight_dtype_; }
   const ModelConfig& model_config() const { return model_config_; }
   int32_t vocab_size() const { return model_config_.vocab_size; }
   int64_t max_context() const { return max_context_; }
@@ -80,6 +96,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   friend class Session;
   explicit Engine(const EngineConfig& config);
   Result<void> start();
+  Result<void> open_backend();
+  // Shut down, or a fork's child (whose copy of the engine has no threads).
   bool closed() const;
 
   // From sessions (any thread).
@@ -90,8 +108,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void wake();
 
   void loop();
+  // Ends every generation still queued or running as cancelled (after the loop stopped).
+  void cancel_all_generations();
 
   EngineConfig config_;
+  const uint64_t fork_generation_;
+  Device device_ = Device::kCpu;
+  int64_t parameters_ = 0;
+  uint64_t weight_bytes_ = 0;
+  std::string weight_dtype_;
   ModelConfig model_config_;
   GenerationDefaults defaults_;
   std::vector<int32_t> eos_ids_;

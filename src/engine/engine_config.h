@@ -33,3 +33,13 @@ struct EngineConfig {
 };
 
 }  // namespace deepinfer
+
+namespace deepinfer {
+
+// di_engine_config_set_option: a backend option (backend_options.h) or one of the engine's own
+// (cuda_module, dummy_weights). kInvalidArgument names an unknown key or a malformed value.
+Result<void> set_engine_option(EngineConfig& config, std::string_view key, std::string_view value);
+// Every key with its type, default and help: the engine's, then the backend's.
+std::vector<OptionInfo> engine_option_infos();
+
+}  // namespace deepinfer

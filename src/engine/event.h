@@ -1,5 +1,5 @@
-// What a session's stream delivers: new tokens with their text, prompt logprobs, and the end of
-// each completion.
+// What a session's stream delivers: new tokens with their text, prompt logprobs, the end of each
+// completion, and last the end of the generation.
 #pragma once
 
 #include "sample/finish_reason.h"
@@ -14,14 +14,14 @@
 namespace deepinfer {
 
 struct Event {
-  enum class Kind { kTokens, kFinished, kPromptLogprobs };
+  enum class Kind { kTokens, kFinished, kPromptLogprobs, kDone };
   Kind kind = Kind::kTokens;
   int32_t completion = 0;
   std::vector<int32_t> tokens;
   std::string text;                 // the text these tokens complete (may be empty, or trail at the end)
   std::vector<Logprobs> logprobs;   // one per token when logprobs were requested
   bool has_logprobs = false;
-  // kFinished only:
+  // kFinished (and kDone: the seed):
   std::optional<FinishReason> reason;
   uint64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   uint64_t seed = 0;

@@ -2,6 +2,7 @@
 
 #include "engine/engine.h"
 #include "text/utf8.h"
+#include "util/process.h"
 
 #include <chrono>
 
@@ -17,11 +18,16 @@ Result<void> check_utf8(const char* what, std::string_view s) {
 
 }  // namespace
 
-Session::Session(std::weak_ptr<Engine> engine, uint64_t id) : engine_(std::move(engine)), id_(id) {}
+Session::Session(std::weak_ptr<Engine> engine, uint64_t id)
+    : engine_(std::move(engine)), id_(id), fork_generation_(fork_generation()) {}
 
 Session::~Session() { close(); }
 
+bool Session::forked() const { return fork_generation() != fork_generation_; }
+
 void Session::close() {
+  // In a fork's child the lock may have been held by a thread that no longer exists: touch nothing.
+  if (forked()) return;
   cancel();
   {
     // No callback runs once the handle is freed: the caller may release the callback's data.
@@ -39,6 +45,7 @@ void Session::wait_for_callback_locked(std::unique_lock<std::mutex>& lock) {
 }
 
 Result<std::shared_ptr<Engine>> Session::engine() const {
+  if (forked()) return make_error(Code::kClosed, "the engine belongs to the parent of this fork");
   auto e = engine_.lock();
   if (!e || e->closed()) return make_error(Code::kClosed, "the engine was shut down");
   return e;
@@ -149,13 +156,16 @@ Result<void> Session::generate(const SamplingParams& params, std::shared_ptr<con
 }
 
 void Session::cancel() {
+  if (forked()) return;
   cancel_ = true;
   if (auto e = engine_.lock()) e->wake();
 }
 
 Result<std::optional<Event>> Session::poll(int timeout_ms) {
+  if (forked()) return make_error(Code::kClosed, "the engine belongs to the parent of this fork");
   std::unique_lock lock(mu_);
   if (callback_) return make_error(Code::kState, "the session delivers its events to a callback");
+  if (queue_ && !queue_->closed()) return make_error(Code::kState, "the session delivers its events to a completion queue");
   auto ready = [&] { return !events_.empty() || !generating_; };
   if (timeout_ms < 0) {
     cv_.wait(lock, ready);
@@ -179,11 +189,30 @@ Result<void> Session::set_callback(std::function<void(Event&&)> fn) {
   // The last events of a generation may still be on their way to the old callback.
   wait_for_callback_locked(lock);
   callback_ = std::move(fn);
+  queue_.reset();
+  return ok();
+}
+
+Result<void> Session::set_queue(std::shared_ptr<EventQueue> queue, uint64_t tag) {
+  DI_TRY(engine, this->engine());
+  std::unique_lock lock(mu_);
+  DI_TRYV(check_idle_locked(*engine));
+  wait_for_callback_locked(lock);
+  callback_ = nullptr;
+  queue_ = std::move(queue);
+  queue_tag_ = tag;
+  return ok();
+}
+
+Result<void> Session::set_keep_cancelled_output(bool keep) {
+  DI_TRYV(engine());
+  keep_cancelled_ = keep;
   return ok();
 }
 
 void Session::deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output,
                       const std::string* output_text) {
+  if (process_exiting()) return;
   std::function<void(Event&&)> callback;
   {
     std::lock_guard lock(mu_);
@@ -198,10 +227,11 @@ void Session::deliver(std::vector<Event>&& events, bool ended, const std::vector
       generating_ = false;
     }
     callback = callback_;
-    if (!callback)
-      for (auto& e : events) events_.push_back(std::move(e));
-    else
+    if (callback) {
       callback_thread_ = std::this_thread::get_id();
+    } else if (!queue_ || !queue_->push(queue_tag_, events)) {  // a freed queue: back to polling
+      for (auto& e : events) events_.push_back(std::move(e));
+    }
   }
   if (callback) {
     for (auto& e : events) callback(std::move(e));

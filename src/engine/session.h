@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/event.h"
+#include "engine/event_queue.h"
 #include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 #include "text/chat.h"
@@ -49,7 +50,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // The next event; nullopt when timeout_ms passed first (-1: wait for ever). kState when nothing
   // is generating and no event is left.
   Result<std::optional<Event>> poll(int timeout_ms);
+  // Where events go instead of poll(): a callback, or a completion queue with a tag (each replaces
+  // the other; nullptr restores polling). Not while generating.
   Result<void> set_callback(std::function<void(Event&&)> fn);
+  Result<void> set_queue(std::shared_ptr<EventQueue> queue, uint64_t tag);
+  // Whether completion 0's output of a cancelled generation joins the context.
+  Result<void> set_keep_cancelled_output(bool keep);
+  bool keep_cancelled_output() const { return keep_cancelled_.load(); }
   // Cancels and lets the engine release the session's state (the handle is being freed).
   void close();
 
@@ -65,13 +72,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void wait_for_callback_locked(std::unique_lock<std::mutex>& lock);
   Result<void> check_idle_locked(const Engine& engine) const;
 
-  // Engine thread: hands over events; `ended` marks the end of the generation, when `output`
-  // (completion 0's tokens and text, unless it was cancelled or failed) joins the context.
+  // Engine thread: hands over events; `ended` marks the end of the generation (the events end with
+  // its DONE event), when `output` (completion 0's tokens and text, unless they do not join)
+  // joins the context first. Nothing is delivered once the process is exiting.
   void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output, const std::string* output_text);
+  // In a fork's child (the engine's threads are the parent's): every call fails with kClosed.
+  bool forked() const;
   bool cancel_requested() const { return cancel_.load(); }
 
   std::weak_ptr<Engine> engine_;
   const uint64_t id_;
+  const uint64_t fork_generation_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Mode mode_ = Mode::kEmpty;
@@ -81,6 +92,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> cancel_{false};
   std::deque<Event> events_;
   std::function<void(Event&&)> callback_;
+  std::shared_ptr<EventQueue> queue_;
+  uint64_t queue_tag_ = 0;
+  std::atomic<bool> keep_cancelled_{false};
   std::thread::id callback_thread_;  // the thread running callback_ now (none: no call in progress)
 };
 

@@ -192,9 +192,10 @@ Result<ModelConfig> DeepseekV4::read_config(const std::string& path) {
 Result<void> DeepseekV4::load_weights(WeightProvider& src) {
   const ModelConfig& c = config_;
   // Loads one weight into its slot: DI_TRYV(set(slot, matrix(...))).
-  auto set = [](WeightPtr& slot, Result<WeightPtr> w) -> Result<void> {
+  auto set = [this](WeightPtr& slot, Result<WeightPtr> w) -> Result<void> {
     if (!w) return w.error();
     slot = std::move(w).value();
+    parameters_ += slot->count * slot->rows * slot->cols;
     return ok();
   };
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) { return src.matrix(name, rows, cols); };

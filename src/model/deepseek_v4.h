@@ -36,6 +36,8 @@ class DeepseekV4 {
   class WeightProvider;
 
   const ModelConfig& config() const { return config_; }
+  // Number of weights (matrix, vector and table elements) the model loaded.
+  int64_t parameters() const { return parameters_; }
 
   // The per-sequence state this model needs, with blocks of `block_tokens` positions (0: a default
   // that is a multiple of every compress rate).
@@ -68,6 +70,7 @@ class DeepseekV4 {
   std::unique_ptr<DeviceWeight> inv_freq_main_, inv_freq_compress_;
   std::vector<Layer> layers_;
   bool logits_to_host_ = true;
+  int64_t parameters_ = 0;
   HostFloats logits_;  // allocate_host memory, grown to the largest forward's logits
   size_t logits_capacity_ = 0;
   std::vector<int32_t> tokens_;  // forward_greedy's answer

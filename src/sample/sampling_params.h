@@ -21,6 +21,7 @@
 
 #include "util/result.h"
 
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -43,9 +44,11 @@ inline constexpr float kMaxAbsLogitBias = 100.0f;     // OpenAI's range
 inline constexpr float kMaxAbsPresenceFrequency = 2.0f;
 inline constexpr float kMinRepetitionPenalty = 0.01f; // keeps logit / penalty finite
 inline constexpr float kMaxRepetitionPenalty = 100.0f;
+inline constexpr float kMaxTemperature = 1e6f;
+inline constexpr int32_t kMaxFirstCompletion = INT32_MAX - kMaxCompletions;
 
 struct SamplingParams {
-  // 0 = greedy. Otherwise logits are divided by it (any finite positive value).
+  // 0 = greedy. Otherwise logits are divided by it, (0, 1e6].
   float temperature = 1.0f;
   // Keep the top_k most likely tokens; 0 or -1 = off. Values above the vocabulary size are off.
   int32_t top_k = 0;
@@ -84,8 +87,12 @@ struct SamplingParams {
   // Leave special tokens out of the detokenized text (their ids are still returned).
   bool skip_special_tokens = true;
 
-  // Completions per prompt, [1, 128]. Completion i draws from the stream keyed (seed, i, position).
+  // Completions per prompt, [1, 128]. Completion i draws from the stream keyed
+  // (seed, first_completion + i, position).
   int32_t n = 1;
+  // The stream of completion 0: a generation with n 1 and first_completion i replays completion i
+  // of one with n > i and the same seed. [0, kMaxFirstCompletion].
+  int32_t first_completion = 0;
   // Absent: the engine draws one (fresh_seed()) and reports it, so any output can be replayed.
   std::optional<uint64_t> seed;
 
@@ -99,5 +106,25 @@ struct SamplingParams {
 // Rejects every out-of-range or non-finite value with Code::kInvalidArgument and a message naming
 // the field and the value. Token ids must lie in [0, vocab_size), the width of the logits.
 Result<void> validate(const SamplingParams& params, int32_t vocab_size);
+
+// The checks of single fields that validate() applies, for setters that check a field as it is set
+// (the C ABI): one rule per field wherever it is checked.
+namespace sampling_checks {
+Result<void> temperature(float v);
+Result<void> top_k(int32_t v);
+Result<void> top_p(float v);
+Result<void> min_p(float v);
+Result<void> repetition_penalty(float v);
+Result<void> presence_penalty(float v);
+Result<void> frequency_penalty(float v);
+Result<void> logit_bias(int32_t token, float bias);  // the bias; the token only for its sign
+Result<void> max_tokens(int32_t v);
+Result<void> min_tokens(int32_t v);  // alone (validate() also bounds it by max_tokens)
+Result<void> n(int32_t v);
+Result<void> first_completion(int32_t v);
+Result<void> logprobs(const char* field, std::optional<int32_t> v);
+Result<void> stop_strings(const std::vector<std::string>& stop);
+Result<void> token_id(const char* field, int32_t token);  // not negative (the vocabulary is checked later)
+}  // namespace sampling_checks
 
 }  // namespace deepinfer

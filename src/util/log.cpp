@@ -2,26 +2,14 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace deepinfer {
 namespace {
 
-LogLevel level_from_env() {
-  const char* v = std::getenv("DEEPINFER_LOG");
-  if (!v) return LogLevel::kWarn;
-  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
-  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
-  if (!std::strcmp(v, "error")) return LogLevel::kError;
-  if (!std::strcmp(v, "off")) return LogLevel::kOff;
-  return LogLevel::kWarn;
-}
-
 std::mutex g_mutex;
 LogSink g_sink;
-std::atomic<LogLevel> g_level{level_from_env()};
+std::atomic<LogLevel> g_level{LogLevel::kWarn};
 
 const char* level_tag(LogLevel l) {
   switch (l) {

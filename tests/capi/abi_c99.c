@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sys/select.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,7 @@ static void fails_(di_error *err, di_code code, const char *what, int line) {
 static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_log_messages = 0;
 
-static void on_log(void *user, int32_t level, const char *message, size_t len) {
+static void on_log(void *user, di_log_level level, const char *message, size_t len) {
   int *tag = (int *)user;
   pthread_mutex_lock(&g_log_mu);
   if (*tag == 42 && level >= DI_LOG_DEBUG && level <= DI_LOG_ERROR && message && strlen(message) == len)
@@ -90,6 +91,7 @@ typedef struct {
   completion_out c[MAX_N];
   int prompt_logprob_events;
   size_t prompt_logprob_tokens;
+  int done; /* the DONE event arrived */
 } generation_out;
 
 /* Reads every getter of one event into `out`. */
@@ -105,6 +107,25 @@ static void read_event(di_event *ev, generation_out *out, int with_logprobs) {
   char text[TEXT_CAP];
 
   if (!OK(di_event_kind(ev, &kind)) || !OK(di_event_completion(ev, &idx))) return;
+  CHECK(!out->done); /* nothing after DONE */
+  {
+    /* The borrowed views agree with the copies read below. */
+    const int32_t *view_ids = NULL;
+    const char *view_text = NULL;
+    size_t n_view = 0, n_view_text = 0;
+    if (OK(di_event_tokens_view(ev, &view_ids, &n_view)) && OK(di_event_text_view(ev, &view_text, &n_view_text))) {
+      CHECK(view_ids != NULL && view_text != NULL);
+      n = 0;
+      OK(di_event_text(ev, text, sizeof text, &len));
+      CHECK(len == n_view_text && memcmp(text, view_text, len) == 0);
+    }
+  }
+  if (kind == DI_EVENT_DONE) {
+    int i;
+    for (i = 0; i < MAX_N; ++i) CHECK(out->c[i].finished || out->c[i].n_tokens == 0);
+    out->done = 1;
+    return;
+  }
   CHECK(idx >= 0 && idx < MAX_N);
   if (idx < 0 || idx >= MAX_N) return;
   c = &out->c[idx];
@@ -167,6 +188,18 @@ static void read_event(di_event *ev, generation_out *out, int with_logprobs) {
         FAILS(e, DI_ERR_STATE);
       }
     }
+    {
+      /* All of the event's logprobs in one call. */
+      const float *lps = NULL, *top = NULL;
+      const int32_t *ranks = NULL, *top_ids = NULL;
+      size_t n_lp = 0, k = 0;
+      di_error *e = di_event_logprobs_view(ev, &lps, &ranks, &top_ids, &top, &n_lp, &k);
+      if (with_logprobs) {
+        if (OK(e)) CHECK(n_lp == n && k == 3 && (n == 0 || (ranks[0] >= 1 && lps[0] <= 0.0f && top[0] >= top[1])));
+      } else {
+        FAILS(e, DI_ERR_STATE);
+      }
+    }
     return;
   }
   CHECK(kind == DI_EVENT_FINISHED);
@@ -175,7 +208,7 @@ static void read_event(di_event *ev, generation_out *out, int with_logprobs) {
   c->reason = reason;
   CHECK(reason != DI_FINISH_NONE);
   OK(di_event_usage(ev, &c->prompt_tokens, &c->completion_tokens, &c->cached_tokens));
-  OK(di_event_usage(ev, NULL, NULL, NULL)); /* each out-pointer is optional */
+  FAILS(di_event_usage(ev, NULL, NULL, NULL), DI_ERR_INVALID_ARGUMENT); /* every out-pointer is required */
   if (OK(di_event_seed(ev, &seed))) c->seed = seed;
   if (OK(di_event_error(ev, &err))) {
     CHECK((err != NULL) == (reason == DI_FINISH_ERROR));
@@ -191,7 +224,7 @@ static int generate(di_session *s, const di_sampling *sp, int n, generation_out 
   int finished = 0, i;
   memset(out, 0, sizeof *out);
   if (!OK(di_session_generate(s, sp))) return 0;
-  while (finished < n) {
+  while (!out->done) {
     di_event *ev = NULL;
     di_event_type kind = 0;
     if (!OK(di_session_poll(s, 60000, &ev))) return 0;
@@ -204,6 +237,7 @@ static int generate(di_session *s, const di_sampling *sp, int n, generation_out 
     if (OK(di_event_kind(ev, &kind)) && kind == DI_EVENT_FINISHED) ++finished;
     di_event_free(ev);
   }
+  CHECK(finished == n);
   /* Nothing is left: the session is idle. */
   {
     di_event *ev = NULL;
@@ -224,6 +258,7 @@ typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int finished;
+  int done;
   int events;
   size_t tokens;
 } callback_state;
@@ -238,6 +273,7 @@ static void on_event(void *user, di_event *ev) {
     ++st->events;
     st->tokens += kind == DI_EVENT_TOKENS ? n : 0;
     if (kind == DI_EVENT_FINISHED) ++st->finished;
+    if (kind == DI_EVENT_DONE) ++st->done;
     pthread_cond_broadcast(&st->cv);
     pthread_mutex_unlock(&st->mu);
   }
@@ -286,6 +322,12 @@ static void structured_outputs(di_engine *engine, const char *model_dir) {
   OK(di_sampling_set_seed(sp, 3));
   OK(di_sampling_set_max_tokens(sp, 64));
   OK(di_sampling_set_grammar(sp, compact));
+  {
+    di_grammar *attached = NULL;
+    OK(di_sampling_get_grammar(sp, &attached));
+    CHECK(attached != NULL && attached != compact); /* a new handle to the same grammar */
+    di_grammar_free(attached);
+  }
   OK(di_session_create(engine, &s));
   OK(di_session_add_text(s, "Person: ", 8, DI_TEXT_PLAIN));
   if (generate(s, sp, 1, &out, 0)) {
@@ -348,6 +390,276 @@ static void structured_outputs(di_engine *engine, const char *model_dir) {
   di_sampling_free(sp);
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Additions of 0.2: engine facts, statistics, sampling getters, replay, queues                   */
+
+static int32_t on_progress(void *user, uint64_t done, uint64_t total) {
+  int *calls = (int *)user;
+  CHECK(done <= total);
+  ++*calls;
+  return 0;
+}
+
+static void engine_facts(di_engine *engine) {
+  static const di_model_info keys[] = {DI_MODEL_LAYERS, DI_MODEL_HIDDEN_SIZE, DI_MODEL_ATTENTION_HEADS,
+                                       DI_MODEL_ROUTED_EXPERTS, DI_MODEL_EXPERTS_PER_TOKEN, DI_MODEL_VOCAB_SIZE,
+                                       DI_MODEL_MAX_POSITION, DI_MODEL_PARAMETERS, DI_MODEL_WEIGHT_BYTES};
+  static const di_stat stats_keys[] = {DI_STAT_RUNNING_SEQUENCES, DI_STAT_WAITING_SEQUENCES, DI_STAT_RUNNING_GENERATIONS,
+                                       DI_STAT_RESIDENT_SESSIONS, DI_STAT_STATE_BYTES_USED, DI_STAT_STATE_BYTES_TOTAL,
+                                       DI_STAT_PROMPT_TOKENS, DI_STAT_GENERATED_TOKENS, DI_STAT_STEPS,
+                                       DI_STAT_PREEMPTIONS, DI_STAT_STEP_MICROSECONDS};
+  di_device device = -1;
+  int32_t has = -1;
+  int64_t v = 0;
+  uint64_t u = 0;
+  size_t i, len = 0;
+  char dtype[16];
+  di_stats *st = NULL;
+
+  OK(di_engine_device(engine, &device));
+  CHECK(device == DI_DEVICE_CPU);
+  OK(di_engine_has_tokenizer(engine, &has));
+  CHECK(has == 1);
+  for (i = 0; i < sizeof keys / sizeof keys[0]; ++i) {
+    v = -1;
+    OK(di_engine_model_info(engine, keys[i], &v));
+    CHECK(v > 0);
+  }
+  OK(di_engine_model_info(engine, DI_MODEL_VOCAB_SIZE, &v));
+  CHECK(v == 4096);
+  FAILS(di_engine_model_info(engine, 999, &v), DI_ERR_INVALID_ARGUMENT);
+  OK(di_engine_weight_dtype(engine, dtype, sizeof dtype, &len));
+  CHECK(len == 3 && memcmp(dtype, "f32", 3) == 0);
+  if (OK(di_engine_stats(engine, &st))) {
+    for (i = 0; i < sizeof stats_keys / sizeof stats_keys[0]; ++i) OK(di_stats_get(st, stats_keys[i], &u));
+    OK(di_stats_get(st, DI_STAT_STATE_BYTES_TOTAL, &u));
+    CHECK(u > 0);
+    FAILS(di_stats_get(st, 0, &u), DI_ERR_INVALID_ARGUMENT);
+    di_stats_free(st);
+    FAILS(di_stats_get(st, DI_STAT_STEPS, &u), DI_ERR_INVALID_HANDLE);
+  }
+}
+
+/* Every getter returns what its setter set. */
+static void sampling_getters(void) {
+  di_sampling *sp = NULL;
+  float f = 0;
+  int32_t i = 0, has = -1, ids[4], stops[2] = {8, 9}, bias_ids[2] = {6, 5};
+  float bias[2] = {1.5f, -2.0f}, bias_out[4];
+  uint64_t seed = 0;
+  size_t n = 0, len = 0;
+  char text[16];
+  di_grammar *g = (di_grammar *)1;
+
+  if (!OK(di_sampling_create(&sp))) return;
+  OK(di_sampling_get_seed(sp, &seed, &has));
+  CHECK(has == 0 && seed == 0);
+  OK(di_sampling_get_logprobs(sp, &i));
+  CHECK(i == -1);
+  OK(di_sampling_set_temperature(sp, 0.5f));
+  OK(di_sampling_get_temperature(sp, &f));
+  CHECK(f == 0.5f);
+  OK(di_sampling_set_top_k(sp, -1)); /* -1 and 0 both mean off, everywhere */
+  OK(di_sampling_get_top_k(sp, &i));
+  CHECK(i == -1);
+  OK(di_sampling_set_top_p(sp, 0.25f));
+  OK(di_sampling_get_top_p(sp, &f));
+  CHECK(f == 0.25f);
+  OK(di_sampling_set_min_p(sp, 0.125f));
+  OK(di_sampling_get_min_p(sp, &f));
+  CHECK(f == 0.125f);
+  OK(di_sampling_set_repetition_penalty(sp, 1.5f));
+  OK(di_sampling_get_repetition_penalty(sp, &f));
+  CHECK(f == 1.5f);
+  OK(di_sampling_set_presence_penalty(sp, -0.5f));
+  OK(di_sampling_get_presence_penalty(sp, &f));
+  CHECK(f == -0.5f);
+  OK(di_sampling_set_frequency_penalty(sp, 0.75f));
+  OK(di_sampling_get_frequency_penalty(sp, &f));
+  CHECK(f == 0.75f);
+  OK(di_sampling_set_max_tokens(sp, 33));
+  OK(di_sampling_get_max_tokens(sp, &i));
+  CHECK(i == 33);
+  OK(di_sampling_set_min_tokens(sp, 3));
+  OK(di_sampling_get_min_tokens(sp, &i));
+  CHECK(i == 3);
+  OK(di_sampling_set_n(sp, 4));
+  OK(di_sampling_get_n(sp, &i));
+  CHECK(i == 4);
+  OK(di_sampling_set_first_completion(sp, 7));
+  OK(di_sampling_get_first_completion(sp, &i));
+  CHECK(i == 7);
+  FAILS(di_sampling_set_first_completion(sp, -1), DI_ERR_INVALID_ARGUMENT);
+  OK(di_sampling_set_seed(sp, 99));
+  OK(di_sampling_get_seed(sp, &seed, &has));
+  CHECK(has == 1 && seed == 99);
+  OK(di_sampling_set_ignore_eos(sp, 1));
+  OK(di_sampling_get_ignore_eos(sp, &i));
+  CHECK(i == 1);
+  OK(di_sampling_set_logprobs(sp, 4));
+  OK(di_sampling_get_logprobs(sp, &i));
+  CHECK(i == 4);
+  OK(di_sampling_set_prompt_logprobs(sp, 0));
+  OK(di_sampling_get_prompt_logprobs(sp, &i));
+  CHECK(i == 0);
+  OK(di_sampling_set_logit_bias(sp, bias_ids, bias, 2));
+  FAILS(di_sampling_get_logit_bias(sp, ids, bias_out, 1, &n), DI_ERR_BUFFER_TOO_SMALL);
+  CHECK(n == 2);
+  OK(di_sampling_get_logit_bias(sp, ids, bias_out, 4, &n));
+  CHECK(n == 2 && ids[0] == 5 && bias_out[0] == -2.0f && ids[1] == 6 && bias_out[1] == 1.5f); /* in id order */
+  OK(di_sampling_set_allowed_tokens(sp, stops, 2));
+  OK(di_sampling_get_allowed_tokens(sp, ids, 4, &n));
+  CHECK(n == 2 && ids[0] == 8 && ids[1] == 9);
+  OK(di_sampling_set_stop_tokens(sp, stops, 1));
+  OK(di_sampling_get_stop_tokens(sp, ids, 4, &n));
+  CHECK(n == 1 && ids[0] == 8);
+  OK(di_sampling_add_stop_string(sp, "END", 3));
+  OK(di_sampling_add_stop_string(sp, "\n\n", 2));
+  OK(di_sampling_stop_string_count(sp, &n));
+  CHECK(n == 2);
+  OK(di_sampling_get_stop_string(sp, 0, text, sizeof text, &len));
+  CHECK(len == 3 && memcmp(text, "END", 3) == 0);
+  FAILS(di_sampling_get_stop_string(sp, 2, text, sizeof text, &len), DI_ERR_INVALID_ARGUMENT);
+  OK(di_sampling_set_include_stop_string(sp, 1));
+  OK(di_sampling_get_include_stop_string(sp, &i));
+  CHECK(i == 1);
+  OK(di_sampling_set_skip_special_tokens(sp, 0));
+  OK(di_sampling_get_skip_special_tokens(sp, &i));
+  CHECK(i == 0);
+  OK(di_sampling_get_grammar(sp, &g));
+  CHECK(g == NULL);
+  di_sampling_free(sp);
+}
+
+/* n completions, then completion 1 alone from the same seed: the same tokens. */
+static void replay_one_completion(di_engine *engine, const int32_t *ids, size_t n_ids) {
+  static generation_out both, alone;
+  di_sampling *sp = NULL;
+  di_session *s = NULL;
+  if (!OK(di_sampling_create(&sp))) return;
+  OK(di_sampling_set_seed(sp, 2024));
+  OK(di_sampling_set_max_tokens(sp, 8));
+  OK(di_sampling_set_ignore_eos(sp, 1));
+  OK(di_sampling_set_n(sp, 2));
+  OK(di_session_create(engine, &s));
+  OK(di_session_add_tokens(s, ids, n_ids));
+  if (generate(s, sp, 2, &both, 0)) {
+    di_session_free(s);
+    s = NULL;
+    OK(di_session_create(engine, &s));
+    OK(di_session_add_tokens(s, ids, n_ids));
+    OK(di_sampling_set_n(sp, 1));
+    OK(di_sampling_set_first_completion(sp, 1));
+    if (generate(s, sp, 1, &alone, 0)) {
+      CHECK(same_tokens(&alone.c[0], &both.c[1]));
+      CHECK(!same_tokens(&alone.c[0], &both.c[0]));
+    }
+  }
+  di_session_free(s);
+  di_sampling_free(sp);
+}
+
+/* A cancelled reply stays in the context when the session asks for it. */
+static void keep_cancelled(di_engine *engine, const int32_t *ids, size_t n_ids) {
+  di_sampling *sp = NULL;
+  di_session *s = NULL;
+  di_event *ev = NULL;
+  di_event_type kind = 0;
+  int64_t before = 0, after = 0;
+  if (!OK(di_sampling_create(&sp))) return;
+  OK(di_sampling_set_max_tokens(sp, 1000));
+  OK(di_sampling_set_ignore_eos(sp, 1));
+  OK(di_session_create(engine, &s));
+  OK(di_session_set_keep_cancelled_output(s, 1));
+  OK(di_session_add_tokens(s, ids, n_ids));
+  OK(di_session_context_length(s, &before));
+  if (OK(di_session_generate(s, sp))) {
+    size_t generated = 0;
+    for (;;) {
+      const int32_t *t = NULL;
+      size_t n = 0;
+      if (!OK(di_session_poll(s, 60000, &ev)) || !ev) break;
+      OK(di_event_kind(ev, &kind));
+      OK(di_event_tokens_view(ev, &t, &n));
+      generated += kind == DI_EVENT_TOKENS ? n : 0;
+      di_event_free(ev);
+      if (generated >= 3) OK(di_session_cancel(s));
+      if (kind == DI_EVENT_DONE) break;
+    }
+    OK(di_session_context_length(s, &after));
+    CHECK(kind == DI_EVENT_DONE && after == before + (int64_t)generated);
+  }
+  di_session_free(s);
+  di_sampling_free(sp);
+}
+
+/* Two sessions on one completion queue, waited for through its file descriptor. */
+static void completion_queue(di_engine *engine, const int32_t *ids, size_t n_ids) {
+  di_queue *q = NULL;
+  di_session *a = NULL, *b = NULL;
+  di_sampling *sp = NULL;
+  int32_t fd = -1;
+  int done_a = 0, done_b = 0, events = 0;
+  if (!OK(di_queue_create(&q))) return;
+  OK(di_queue_fd(q, &fd));
+  CHECK(fd >= 0);
+  OK(di_sampling_create(&sp));
+  OK(di_sampling_set_max_tokens(sp, 5));
+  OK(di_session_create(engine, &a));
+  OK(di_session_create(engine, &b));
+  OK(di_session_set_queue(a, q, 1));
+  OK(di_session_set_queue(b, q, 2));
+  OK(di_session_add_tokens(a, ids, n_ids));
+  OK(di_session_add_tokens(b, ids, n_ids / 2 + 1));
+  OK(di_session_generate(a, sp));
+  OK(di_session_generate(b, sp));
+  {
+    di_event *ev = NULL;
+    FAILS(di_session_poll(a, 0, &ev), DI_ERR_STATE); /* events go to the queue */
+  }
+  while (!(done_a && done_b) && events < 1000) {
+    fd_set readable;
+    struct timeval tv = {60, 0};
+    FD_ZERO(&readable);
+    FD_SET(fd, &readable);
+    if (select(fd + 1, &readable, NULL, NULL, &tv) != 1) {
+      CHECK(0 && "the queue's fd did not become readable");
+      break;
+    }
+    for (;;) {
+      di_event *ev = NULL;
+      uint64_t tag = 0;
+      di_event_type kind = 0;
+      if (!OK(di_queue_poll(q, 0, &ev, &tag)) || !ev) break;
+      ++events;
+      CHECK(tag == 1 || tag == 2);
+      OK(di_event_kind(ev, &kind));
+      if (kind == DI_EVENT_DONE) *(tag == 1 ? &done_a : &done_b) += 1;
+      di_event_free(ev);
+    }
+  }
+  CHECK(done_a == 1 && done_b == 1);
+  {
+    /* Empty again: the descriptor is not readable. */
+    fd_set readable;
+    struct timeval tv = {0, 0};
+    FD_ZERO(&readable);
+    FD_SET(fd, &readable);
+    CHECK(select(fd + 1, &readable, NULL, NULL, &tv) == 0);
+  }
+  OK(di_session_set_queue(a, NULL, 0));
+  di_session_free(a);
+  di_session_free(b);
+  di_queue_free(q);
+  di_queue_free(q);
+  {
+    di_event *ev = NULL;
+    uint64_t tag = 0;
+    FAILS(di_queue_poll(q, 0, &ev, &tag), DI_ERR_INVALID_HANDLE);
+  }
+  di_sampling_free(sp);
+}
+
 int main(int argc, char **argv) {
   static const char kPrompt[] = "Once upon a time, there was a little";
   di_engine_config *cfg = NULL;
@@ -358,7 +670,7 @@ int main(int argc, char **argv) {
   int64_t max_context = 0, capacity = 0, ctx_len = 0, ctx_len2 = 0;
   size_t n = 0, n_ids = 0, len = 0;
   char text[1024], version[64];
-  int log_tag = 42;
+  int log_tag = 42, progress_calls = 0;
   generation_out g1, g2;
   static generation_out g3; /* large: keep off the stack */
   callback_state cbs;
@@ -372,6 +684,7 @@ int main(int argc, char **argv) {
   sprintf(version, "%d.%d.%d", DI_VERSION_MAJOR, DI_VERSION_MINOR, DI_VERSION_PATCH);
   CHECK(strcmp(di_version(), version) == 0);
   CHECK(di_abi_version() == DI_ABI_VERSION);
+  CHECK(di_version_number() == ((uint32_t)DI_VERSION_MAJOR << 16 | (uint32_t)DI_VERSION_MINOR << 8 | (uint32_t)DI_VERSION_PATCH));
   CHECK(di_error_code(NULL) == DI_OK);
   CHECK(strcmp(di_error_message(NULL), "") == 0);
   di_error_free(NULL);
@@ -398,7 +711,12 @@ int main(int argc, char **argv) {
   FAILS(di_engine_config_set_state_memory_fraction(cfg, 1.5), DI_ERR_INVALID_ARGUMENT);
   OK(di_engine_config_set_max_batched_tokens(cfg, 512));
   OK(di_engine_config_set_seed(cfg, 1234));
+  OK(di_engine_config_set_option(cfg, "graphs", 6, "on", 2));
+  FAILS(di_engine_config_set_option(cfg, "no_such_option", 14, "1", 1), DI_ERR_INVALID_ARGUMENT);
+  FAILS(di_engine_config_set_option(cfg, "pdl", 3, "maybe", 5), DI_ERR_INVALID_ARGUMENT);
+  OK(di_engine_config_set_progress_callback(cfg, on_progress, &progress_calls));
   if (!OK(di_engine_create(cfg, &engine))) return 1;
+  CHECK(progress_calls > 0);
   di_engine_config_free(cfg); /* the engine copied it */
   di_engine_config_free(cfg); /* freeing twice does nothing */
   FAILS(di_engine_config_set_threads(cfg, 1), DI_ERR_INVALID_HANDLE);
@@ -420,6 +738,9 @@ int main(int argc, char **argv) {
   CHECK(n == 1);
   OK(di_engine_eos_tokens(engine, eos, 8, &n));
   CHECK(n == 1 && eos[0] == 1);
+
+  engine_facts(engine);
+  sampling_getters();
 
   /* Tokenizer: size query, then the ids; the text round-trips. */
   FAILS(di_engine_tokenize(engine, kPrompt, strlen(kPrompt), DI_TEXT_PLAIN, NULL, 0, &n_ids), DI_ERR_BUFFER_TOO_SMALL);
@@ -553,11 +874,11 @@ int main(int argc, char **argv) {
       ev = NULL;
       if (!OK(di_session_poll(s, 60000, &ev)) || !ev) break;
       OK(di_event_kind(ev, &kind));
-      OK(di_event_finish_reason(ev, &reason));
+      if (kind == DI_EVENT_FINISHED) OK(di_event_finish_reason(ev, &reason));
       di_event_free(ev);
-      if (kind == DI_EVENT_FINISHED) break;
+      if (kind == DI_EVENT_DONE) break;
     }
-    CHECK(kind == DI_EVENT_FINISHED && reason == DI_FINISH_CANCELLED);
+    CHECK(kind == DI_EVENT_DONE && reason == DI_FINISH_CANCELLED);
     OK(di_session_cancel(s)); /* nothing runs: no effect */
   }
   OK(di_session_context_length(s, &ctx_len2));
@@ -599,9 +920,10 @@ int main(int argc, char **argv) {
     di_event *ev = NULL;
     FAILS(di_session_poll(cb, 0, &ev), DI_ERR_STATE); /* events go to the callback */
     pthread_mutex_lock(&cbs.mu);
-    while (cbs.finished < 3) pthread_cond_wait(&cbs.cv, &cbs.mu);
+    while (!cbs.done) pthread_cond_wait(&cbs.cv, &cbs.mu);
+    CHECK(cbs.finished == 3 && cbs.done == 1);
     CHECK(cbs.tokens >= 3 && cbs.tokens <= 18);
-    CHECK(cbs.events >= 6);
+    CHECK(cbs.events >= 7);
     pthread_mutex_unlock(&cbs.mu);
   }
   /* The generation has ended once its last event arrived; wait for the session to be idle. */
@@ -635,6 +957,9 @@ int main(int argc, char **argv) {
     FAILS(di_session_poll(s, 0, &ev), DI_ERR_INVALID_HANDLE);
   }
 
+  replay_one_completion(engine, ids, n_ids);
+  keep_cancelled(engine, ids, n_ids);
+  completion_queue(engine, ids, n_ids);
   structured_outputs(engine, argv[1]);
 
   /* A session outlives its engine: its calls report DI_ERR_CLOSED. */

@@ -186,6 +186,7 @@ struct Output {
   std::vector<int32_t> prompt_tokens;  // of the PROMPT_LOGPROBS event
   std::vector<TokenLogprobs> prompt_logprobs;
   int prompt_logprobs_events = 0;
+  int done_events = 0;
   size_t events = 0;
 };
 
@@ -211,6 +212,47 @@ inline std::string event_text(const di_event* ev) {
   return text;
 }
 
+// The borrowed views hold what the copying calls return.
+inline void expect_views_match(const di_event* ev, bool with_logprobs) {
+  const int32_t* ids = nullptr;
+  const char* text = nullptr;
+  size_t n_ids = 99, n_text = 99;
+  ASSERT_DI_OK(di_event_tokens_view(ev, &ids, &n_ids));
+  ASSERT_DI_OK(di_event_text_view(ev, &text, &n_text));
+  ASSERT_NE(ids, nullptr);
+  ASSERT_NE(text, nullptr);
+  EXPECT_EQ(std::vector<int32_t>(ids, ids + n_ids), event_tokens(ev));
+  EXPECT_EQ(std::string(text, n_text), event_text(ev));
+  const float *lp = nullptr, *top_lp = nullptr;
+  const int32_t *ranks = nullptr, *top_ids = nullptr;
+  size_t n = 0, k = 0;
+  di_error* err = di_event_logprobs_view(ev, &lp, &ranks, &top_ids, &top_lp, &n, &k);
+  if (!with_logprobs) {
+    EXPECT_EQ(status(err).code, DI_ERR_STATE);
+    return;
+  }
+  ASSERT_PRED_FORMAT1(is_ok, err);
+  EXPECT_EQ(n, n_ids);
+  for (size_t i = 0; i < n; ++i) {
+    TokenLogprobs copy = read_logprobs(ev, i);
+    EXPECT_EQ(lp[i], copy.logprob);
+    EXPECT_GE(ranks[i], 1);
+    ASSERT_LE(copy.top_ids.size(), k);
+    for (size_t j = 0; j < k; ++j) {
+      if (j < copy.top_ids.size()) {
+        EXPECT_EQ(top_ids[i * k + j], copy.top_ids[j]);
+        EXPECT_EQ(top_lp[i * k + j], copy.top_logprobs[j]);
+      } else {
+        EXPECT_EQ(top_ids[i * k + j], -1);
+      }
+    }
+    // The sampled token's rank agrees with the alternatives: rank r means r-1 tokens lie above it.
+    if (!copy.top_ids.empty() && ranks[i] <= static_cast<int32_t>(copy.top_ids.size())) {
+      EXPECT_EQ(copy.top_ids[static_cast<size_t>(ranks[i] - 1)], ids[i]);
+    }
+  }
+}
+
 // One logprob entry per token of the event: none past the last.
 inline void expect_no_logprobs_at(const di_event* ev, size_t i) {
   float lp = 0;
@@ -226,6 +268,18 @@ inline void collect(const di_event* ev, Output& out, bool with_logprobs) {
   ASSERT_DI_OK(di_event_kind(ev, &kind));
   ASSERT_DI_OK(di_event_completion(ev, &idx));
   ASSERT_GE(idx, 0);
+  {
+    size_t n_ids = 0;
+    const int32_t* ids = nullptr;
+    ASSERT_DI_OK(di_event_tokens_view(ev, &ids, &n_ids));
+    expect_views_match(ev, kind == DI_EVENT_PROMPT_LOGPROBS || (with_logprobs && kind == DI_EVENT_TOKENS && n_ids > 0));
+  }
+  if (kind == DI_EVENT_DONE) {
+    ++out.done_events;
+    for (size_t i = 0; i < out.completions.size(); ++i) EXPECT_TRUE(out.completions[i].finished) << "DONE before completion " << i;
+    return;
+  }
+  ASSERT_EQ(out.done_events, 0) << "an event after DONE";
   if (static_cast<size_t>(idx) >= out.completions.size()) out.completions.resize(idx + 1);
   Completion& c = out.completions[idx];
   ASSERT_FALSE(c.finished) << "an event after completion " << idx << " finished";
@@ -273,12 +327,11 @@ inline void collect(const di_event* ev, Output& out, bool with_logprobs) {
   EXPECT_EQ(c.completion_tokens, c.tokens.size());
 }
 
-// Polls the running generation of `s` until its n completions finished.
+// Polls the running generation of `s` until its DONE event (after its n completions finished).
 inline Output drain(di_session* s, int n, bool with_logprobs = false) {
   Output out;
   out.completions.resize(n);
-  int finished = 0;
-  while (finished < n) {
+  while (out.done_events == 0) {
     di_event* raw = nullptr;
     di_error* err = di_session_poll(s, 60000, &raw);
     if (err) {
@@ -292,9 +345,6 @@ inline Output drain(di_session* s, int n, bool with_logprobs = false) {
     }
     Event ev(raw);
     collect(ev.get(), out, with_logprobs);
-    di_event_type kind = 0;
-    EXPECT_DI_OK(di_event_kind(ev.get(), &kind));
-    if (kind == DI_EVENT_FINISHED) ++finished;
   }
   di_event* none = nullptr;
   EXPECT_DI_CODE(di_session_poll(s, 0, &none), DI_ERR_STATE);

@@ -1,6 +1,7 @@
 # Checks the ABI surface of libdeepinfer.so (run by CTest in script mode):
-#  - capi/exported_symbols.txt is sorted, one di_* name per line, without duplicates;
-#  - the library exports exactly those symbols (`nm -D --defined-only`; version nodes aside);
+#  - capi/exported_symbols.txt is sorted, "di_name DEEPINFER_x.y" per line, without duplicates;
+#  - the library exports exactly those symbols, each in its version node (`nm -D --defined-only`);
+#  - it needs no CUDA library (the CUDA backend is a module loaded at run time);
 #  - its SONAME is libdeepinfer.so.<ABI version>;
 #  - deepinfer.h declares exactly those functions;
 #  - the C99 test program calls every one of them.
@@ -32,18 +33,22 @@ function(missing out a b)
 endfunction()
 
 # The list file.
-file(STRINGS "${SYMBOLS}" listed)
+file(STRINGS "${SYMBOLS}" lines)
+set(listed "")
+foreach(line IN LISTS lines)
+  if(NOT line MATCHES "^(di_[a-z0-9_]+) (DEEPINFER_[0-9]+\\.[0-9]+)$")
+    fail("${SYMBOLS}: \"${line}\" is not \"di_name DEEPINFER_x.y\"")
+    continue()
+  endif()
+  list(APPEND listed ${CMAKE_MATCH_1})
+  set("node_${CMAKE_MATCH_1}" ${CMAKE_MATCH_2})
+endforeach()
 set(sorted ${listed})
 list(SORT sorted)
 list(REMOVE_DUPLICATES sorted)
 if(NOT listed STREQUAL sorted)
-  fail("${SYMBOLS} is not sorted or has duplicates")
+  fail("${SYMBOLS} is not sorted by name or has duplicates")
 endif()
-foreach(name IN LISTS listed)
-  if(NOT name MATCHES "^di_[a-z0-9_]+$")
-    fail("${SYMBOLS}: \"${name}\" is not a di_* function name")
-  endif()
-endforeach()
 list(LENGTH listed n_listed)
 
 # What the library exports.
@@ -66,8 +71,15 @@ foreach(line IN LISTS nm_lines)
   if(type STREQUAL "A" AND name MATCHES "^DEEPINFER_[0-9]+\\.[0-9]+$")
     continue()  # a version node of the version script
   endif()
+  set(version "")
+  if(name MATCHES "@@?(.*)$")
+    set(version "${CMAKE_MATCH_1}")
+  endif()
   string(REGEX REPLACE "@.*$" "" name "${name}")
   list(APPEND exported ${name})
+  if(DEFINED "node_${name}" AND NOT version STREQUAL "${node_${name}}")
+    fail("${name} is exported in version node \"${version}\", the manifest says ${node_${name}}")
+  endif()
 endforeach()
 list(SORT exported)
 missing(extra exported listed)
@@ -89,6 +101,14 @@ if(NOT dyn MATCHES "\\(SONAME\\)[^\n]*\\[([^]\n]*)\\]")
 elseif(NOT CMAKE_MATCH_1 STREQUAL "libdeepinfer.so.${ABI_VERSION}")
   fail("SONAME is ${CMAKE_MATCH_1}, expected libdeepinfer.so.${ABI_VERSION}")
 endif()
+
+# No CUDA library among the dependencies.
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[([^]\n]*)\\]" needed "${dyn}")
+foreach(n IN LISTS needed)
+  if(n MATCHES "cuda|cublas|nvrtc|nccl")
+    fail("${LIB} depends on a CUDA library: ${n}")
+  endif()
+endforeach()
 
 # The header's functions: every declaration starts with DI_API.
 file(READ "${HEADER}" header)

@@ -621,6 +621,8 @@ class CudaBackend final : public Backend {
   // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
   // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1, compress_runs 0|1,
   // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1, attention_persistent 0|1.
+  std::string weight_dtype() const override { return fp32_ ? "f32" : "bf16"; }
+
   Result<void> set_options(const BackendOptions& o) override {
     if (o.cuda_device != device_ || o.fp32_weights != fp32_)
       return make_error(Code::kInvalidArgument, "cuda_device and fp32_weights are fixed when the backend is made");
