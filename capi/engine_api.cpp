@@ -146,7 +146,8 @@ di_error* di_engine_create(const di_engine_config* cfg, di_engine** out) {
 void di_engine_free(di_engine* engine) {
   auto e = engines().remove(engine);
   if (!e) return;
-  e->shutdown();  // nothing in a fork's child, where the engine object is left alone
+  if (e->forked()) return keep_until_exit(std::move(e));
+  e->shutdown();
 }
 
 di_error* di_engine_vocab_size(const di_engine* engine, int32_t* out) {

@@ -68,6 +68,13 @@ void stop_all_engines() {
 
 }  // namespace
 
+void keep_until_exit(std::shared_ptr<const void> object) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<const void>>;
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(object));
+}
+
 void stop_engines_at_exit() {
   // Registered after each engine is made, so that it runs before the exit handlers of whatever that
   // engine started (the CUDA runtime's among them). Cheap to run more than once.

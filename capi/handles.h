@@ -54,6 +54,10 @@ StatsTable& stats_snapshots();
 // A new di_event handle for an event.
 di_event* event_handle(Event&& e);
 
+// In a fork's child, objects whose threads or waiters were the parent's must not be destroyed
+// (their destructors would join or wait for ever): the child keeps them until it exits.
+void keep_until_exit(std::shared_ptr<const void> object);
+
 // Called once an engine exists: arranges for open engines to stop at process exit (before the
 // library's data and the CUDA runtime are torn down) without calling callbacks.
 void stop_engines_at_exit();

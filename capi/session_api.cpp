@@ -66,7 +66,10 @@ di_error* di_session_create(const di_engine* engine, di_session** out) {
 }
 
 void di_session_free(di_session* session) {
-  if (auto s = sessions().remove(session)) s->close();
+  auto s = sessions().remove(session);
+  if (!s) return;
+  if (s->forked()) return keep_until_exit(std::move(s));
+  s->close();
 }
 
 di_error* di_session_add_tokens(di_session* session, const int32_t* ids, size_t n) {
@@ -168,7 +171,10 @@ di_error* di_queue_create(di_queue** out) {
 }
 
 void di_queue_free(di_queue* queue) {
-  if (auto q = queues().remove(queue)) q->close();
+  auto q = queues().remove(queue);
+  if (!q) return;
+  if (q->forked()) return keep_until_exit(std::move(q));
+  q->close();
 }
 
 di_error* di_session_set_queue(di_session* session, di_queue* queue, uint64_t tag) {

@@ -473,8 +473,9 @@ DI_API di_error *di_session_set_queue(di_session *session, di_queue *queue, uint
  * Events of one session come in order. Any number of threads may poll; each event goes to one. */
 DI_API di_error *di_queue_poll(di_queue *queue, int32_t timeout_ms, di_event **out, uint64_t *tag);
 /* A file descriptor that is readable exactly while the queue holds events (for select/poll/epoll,
- * asyncio's add_reader, tokio's AsyncFd, Go's netpoller). Owned by the queue: do not read, write or
- * close it. Wait for readability, then di_queue_poll with timeout 0 until it returns no event. */
+ * asyncio's add_reader, tokio's AsyncFd, Go's netpoller): a non-blocking, close-on-exec eventfd.
+ * Owned by the queue: do not read, write or close it (a dup of it may be watched instead). Wait for
+ * readability, then di_queue_poll with timeout 0 until it returns no event. */
 DI_API di_error *di_queue_fd(const di_queue *queue, int32_t *out);
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -482,6 +482,15 @@ void Engine::loop() {
   };
 
   // Ends a generation: completion 0's state stays with the session, the output joins its context.
+  // Events of a step, handed to the sessions once the engine's books (stats) show the step's end.
+  struct Delivery {
+    std::shared_ptr<Session> session;
+    std::vector<Event> events;
+    bool ended = false;
+    bool joins = false;  // completion 0's output joins the context
+    std::vector<int32_t> output;
+    std::string text;
+  };
   auto retire = [&](Generation& g) {
     Completion& c0 = g.completions[0];
     const bool keep = joins_context(g, c0.reason);
@@ -494,7 +503,7 @@ void Engine::loop() {
     done.kind = Event::Kind::kDone;
     done.seed = g.seed;
     g.pending.push_back(std::move(done));
-    g.session->deliver(std::move(g.pending), true, keep ? &c0.output : nullptr, keep ? &c0.text : nullptr);
+    return Delivery{g.session, std::move(g.pending), true, keep, std::move(c0.output), std::move(c0.text)};
   };
 
   // A prompt row whose logprobs this step computes (on the sample pool, with the draws).
@@ -727,30 +736,36 @@ void Engine::loop() {
       fail_all(err);
     }
 
-    // Deliver this step's events; retire finished generations.
+    // Retire finished generations, update the books, then deliver: a DONE event is only seen once
+    // the statistics no longer count its generation.
+    std::vector<Delivery> deliveries;
     for (auto it = st.active.begin(); it != st.active.end();) {
       Generation& g = **it;
       if (g.done()) {
-        retire(g);
+        deliveries.push_back(retire(g));
         it = st.active.erase(it);
       } else {
-        if (!g.pending.empty()) g.session->deliver(std::move(g.pending), false, nullptr, nullptr);
+        if (!g.pending.empty()) deliveries.push_back(Delivery{g.session, std::move(g.pending)});
         g.pending.clear();
         ++it;
       }
     }
-    std::lock_guard lock(mu_);
-    stats_.total_slots = runner.pool().n_slots();
-    stats_.free_slots = runner.pool().free_slots();
-    stats_.total_blocks = runner.pool().n_blocks();
-    stats_.free_blocks = runner.pool().free_blocks();
-    stats_.running_generations = st.active.size() + inbox_.size();
-    stats_.resident_sessions = st.residents.size();
-    stats_.running_sequences = stats_.waiting_sequences = 0;
-    for (const auto& g : st.active)
-      for (const auto& c : g->completions)
-        if (!c.done) ++(c.seq >= 0 ? stats_.running_sequences : stats_.waiting_sequences);
-    for (const auto& g : inbox_) stats_.waiting_sequences += static_cast<size_t>(g->params.n);
+    {
+      std::lock_guard lock(mu_);
+      stats_.total_slots = runner.pool().n_slots();
+      stats_.free_slots = runner.pool().free_slots();
+      stats_.total_blocks = runner.pool().n_blocks();
+      stats_.free_blocks = runner.pool().free_blocks();
+      stats_.running_generations = st.active.size() + inbox_.size();
+      stats_.resident_sessions = st.residents.size();
+      stats_.running_sequences = stats_.waiting_sequences = 0;
+      for (const auto& g : st.active)
+        for (const auto& c : g->completions)
+          if (!c.done) ++(c.seq >= 0 ? stats_.running_sequences : stats_.waiting_sequences);
+      for (const auto& g : inbox_) stats_.waiting_sequences += static_cast<size_t>(g->params.n);
+    }
+    for (Delivery& d : deliveries)
+      d.session->deliver(std::move(d.events), d.ended, d.joins ? &d.output : nullptr, d.joins ? &d.text : nullptr);
   }
 }
 

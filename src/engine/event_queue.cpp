@@ -50,7 +50,7 @@ bool EventQueue::push(uint64_t tag, std::vector<Event>& events) {
 }
 
 Result<std::optional<std::pair<uint64_t, Event>>> EventQueue::poll(int timeout_ms) {
-  if (fork_generation() != fork_generation_) return make_error(Code::kClosed, "the queue belongs to the parent of this fork");
+  if (forked()) return make_error(Code::kClosed, "the queue belongs to the parent of this fork");
   std::unique_lock lock(mu_);
   auto ready = [&] { return closed_ || !events_.empty(); };
   if (timeout_ms < 0) {
@@ -80,4 +80,8 @@ bool EventQueue::closed() const {
   return closed_;
 }
 
+}  // namespace deepinfer
+
+namespace deepinfer {
+bool EventQueue::forked() const { return fork_generation() != fork_generation_; }
 }  // namespace deepinfer

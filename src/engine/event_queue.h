@@ -33,6 +33,8 @@ class EventQueue {
   // Drops the queued events; later pushes are refused.
   void close();
   bool closed() const;
+  // In a fork's child (its waiters were the parent's threads).
+  bool forked() const;
 
  private:
   explicit EventQueue(int fd);

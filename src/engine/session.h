@@ -59,6 +59,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_cancelled_output() const { return keep_cancelled_.load(); }
   // Cancels and lets the engine release the session's state (the handle is being freed).
   void close();
+  // In a fork's child (the engine's threads are the parent's): every call fails with kClosed, and
+  // the object must not be destroyed there (waiters of the parent may be recorded in it).
+  bool forked() const;
 
  private:
   friend class Engine;
@@ -76,8 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // its DONE event), when `output` (completion 0's tokens and text, unless they do not join)
   // joins the context first. Nothing is delivered once the process is exiting.
   void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output, const std::string* output_text);
-  // In a fork's child (the engine's threads are the parent's): every call fails with kClosed.
-  bool forked() const;
+
   bool cancel_requested() const { return cancel_.load(); }
 
   std::weak_ptr<Engine> engine_;

@@ -55,6 +55,7 @@ inline Outcome collect(Session& s) {
       break;
     }
     Event& ev = *e.value();
+    if (ev.kind == Event::Kind::kDone) break;
     if (ev.kind == Event::Kind::kTokens) {
       auto& t = o.tokens[ev.completion];
       t.insert(t.end(), ev.tokens.begin(), ev.tokens.end());
