@@ -214,6 +214,8 @@ class Stream(Iterator[StreamDelta]):
         return self
 
     def __next__(self) -> StreamDelta:
+        if self._run.closed:
+            raise StopIteration
         try:
             for delta in self._events:
                 if delta is not None:

@@ -105,6 +105,10 @@ _MODEL_INFO = {
 }
 
 
+def _no_progress(done: int, total: int) -> None:
+    return None
+
+
 def _option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -193,6 +197,9 @@ class Engine:
             elif progress or (progress is None and sys.stderr is not None and sys.stderr.isatty()):
                 bar = LoadProgressBar(os.path.basename(os.path.normpath(self._model)))
                 native.di_engine_config_set_progress_callback(cfg, bar)
+            else:
+                # Still called back: the module checks for Ctrl-C at each call, aborting the load.
+                native.di_engine_config_set_progress_callback(cfg, _no_progress)
             try:
                 self._handle = native.di_engine_create(cfg)
             finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._lib import native
@@ -13,6 +14,17 @@ _UNSET: Any = object()
 
 # Structured output kinds (deepinfer.h: di_grammar_kind).
 _GRAMMAR_KINDS = {"regex": native.DI_GRAMMAR_REGEX, "json_schema": native.DI_GRAMMAR_JSON_SCHEMA, "ebnf": native.DI_GRAMMAR_EBNF}
+
+
+def _f32(v: float) -> float:
+    """A float32 from the library as the shortest decimal that is the same float32 (0.95, not
+    0.949999988079071)."""
+    exact = struct.unpack("f", struct.pack("f", v))[0]
+    for digits in range(6, 10):
+        short = float(f"{v:.{digits}g}")
+        if struct.unpack("f", struct.pack("f", short))[0] == exact:
+            return short
+    return v
 
 
 def _scalar(name: str, doc: str, convert=lambda v: v, read=lambda v: v):
@@ -80,13 +92,13 @@ class SamplingParams:
         max_whitespace_run: longest whitespace run between JSON tokens (0: unbounded).
     """
 
-    temperature = _scalar("temperature", "Sampling temperature; 0 is greedy.", float)
+    temperature = _scalar("temperature", "Sampling temperature; 0 is greedy.", float, _f32)
     top_k = _scalar("top_k", "Keep the k most likely tokens (0 or -1: off).", int)
-    top_p = _scalar("top_p", "Nucleus sampling mass in (0, 1] (1: off).", float)
-    min_p = _scalar("min_p", "Minimum probability relative to the most likely token (0: off).", float)
-    repetition_penalty = _scalar("repetition_penalty", "Penalty for prompt and output tokens (1: off).", float)
-    presence_penalty = _scalar("presence_penalty", "Penalty for tokens already generated, in [-2, 2].", float)
-    frequency_penalty = _scalar("frequency_penalty", "Penalty per occurrence in the output, in [-2, 2].", float)
+    top_p = _scalar("top_p", "Nucleus sampling mass in (0, 1] (1: off).", float, _f32)
+    min_p = _scalar("min_p", "Minimum probability relative to the most likely token (0: off).", float, _f32)
+    repetition_penalty = _scalar("repetition_penalty", "Penalty for prompt and output tokens (1: off).", float, _f32)
+    presence_penalty = _scalar("presence_penalty", "Penalty for tokens already generated, in [-2, 2].", float, _f32)
+    frequency_penalty = _scalar("frequency_penalty", "Penalty per occurrence in the output, in [-2, 2].", float, _f32)
     max_tokens = _scalar("max_tokens", "Most tokens to generate.", int)
     min_tokens = _scalar("min_tokens", "Fewest tokens before EOS or a stop token may end a completion.", int)
     n = _scalar("n", "Completions per prompt.", int)
@@ -212,9 +224,16 @@ class SamplingParams:
     @stop.setter
     def stop(self, value: Union[str, Iterable[str], None]) -> None:
         strings = [value] if isinstance(value, str) else list(value or ())
-        native.di_sampling_clear_stop_strings(self._handle)
-        for s in strings:
-            native.di_sampling_add_stop_string(self._handle, s)
+        old = self.stop
+        try:
+            native.di_sampling_clear_stop_strings(self._handle)
+            for s in strings:
+                native.di_sampling_add_stop_string(self._handle, s)
+        except BaseException:  # a rejected list leaves the old one
+            native.di_sampling_clear_stop_strings(self._handle)
+            for s in old:
+                native.di_sampling_add_stop_string(self._handle, s)
+            raise
 
     @property
     def stop_token_ids(self) -> List[int]:
@@ -228,7 +247,7 @@ class SamplingParams:
     @property
     def logit_bias(self) -> Dict[int, float]:
         """{token id: bias} added to the logits."""
-        return dict(native.di_sampling_get_logit_bias(self._handle))
+        return {i: _f32(b) for i, b in native.di_sampling_get_logit_bias(self._handle)}
 
     @logit_bias.setter
     def logit_bias(self, value: Optional[Mapping[int, float]]) -> None:
