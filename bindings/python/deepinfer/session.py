@@ -153,7 +153,8 @@ class Session:
         """The context's token ids."""
         return native.di_session_context_tokens(self.handle)
 
-    def __len__(self) -> int:
+    @property
+    def context_length(self) -> int:
         """Tokens in the context."""
         return native.di_session_context_length(self.handle)
 
@@ -185,7 +186,7 @@ class Session:
             pass
 
     def __repr__(self) -> str:
-        return f"Session(tokens={len(self)})" if self._handle else "Session(closed)"
+        return f"Session(context_length={self.context_length})" if self._handle else "Session(closed)"
 
     # -- turns ----------------------------------------------------------------------------------------
 

@@ -57,16 +57,16 @@ def test_session_keeps_state_between_turns(engine):
     p = SamplingParams(**GREEDY)
     with engine.session(system="Be brief.") as s:
         first = s.chat("Hello", p)
-        n1 = len(s)
+        n1 = s.context_length
         assert first.outputs[0].usage.cached_tokens == 0
         second = s.chat("And then?", p)
         # The second turn reuses the state of the first turn instead of recomputing it.
         assert second.outputs[0].usage.cached_tokens >= len(first.prompt_token_ids) > 0
-        assert len(s) > n1
+        assert s.context_length > n1
         ids, reply = s.context_tokens, first.outputs[0].token_ids
         assert any(ids[i : i + len(reply)] == reply for i in range(len(ids)))  # the reply joined the chat
         s.reset()
-        assert len(s) == 0
+        assert s.context_length == 0
 
 
 def test_keep_cancelled_output(engine):
@@ -75,14 +75,14 @@ def test_keep_cancelled_output(engine):
         with engine.session(keep_cancelled_output=keep) as s:
             assert s.keep_cancelled_output is keep
             s.add_text("Hello")
-            before = len(s)
+            before = s.context_length
             stream = s.stream(p)
             got = [next(stream) for _ in range(3)]
             stream.cancel()
             rest = list(stream)
             assert rest[-1].finish_reason == "cancelled"
             produced = sum(len(d.token_ids) for d in got + rest)
-            assert len(s) == (before + produced if keep else before)
+            assert s.context_length == (before + produced if keep else before)
             s.add_text(" again")  # the session is usable again
             assert s.generate(SamplingParams(max_tokens=2)).finished
 

@@ -135,3 +135,72 @@ def test_low_level_module_rejects_stale_handles(engine):
         _native.di_session_create(sp)  # a handle of another kind
     with pytest.raises(TypeError):
         _native.di_sampling_set_top_k("nope", 3)
+
+
+def test_library_version_mismatch_is_reported(monkeypatch):
+    from deepinfer import _lib
+
+    monkeypatch.setattr(_lib.native, "di_abi_version", lambda: 1)
+    with pytest.raises(ImportError, match=r"loaded libdeepinfer has ABI 1 .* built for ABI 0"):
+        _lib._check_library()
+    monkeypatch.undo()
+    monkeypatch.setattr(_lib.native, "di_version_number", lambda: 0x000100)
+    with pytest.raises(ImportError, match=r"needs libdeepinfer >= 0.2"):
+        _lib._check_library()
+
+
+def test_unknown_finish_reasons_are_shown_as_such():
+    from deepinfer.outputs import finish_reason_name
+
+    assert [finish_reason_name(r) for r in range(5)] == [None, "stop", "length", "cancelled", "error"]
+    assert finish_reason_name(42) == "unknown(42)"
+
+
+def test_closing_the_engine_ends_running_streams():
+    import asyncio
+    import threading
+
+    e = make_engine()
+    p = SamplingParams(temperature=0, max_tokens=1500, ignore_eos=True)
+    stream = e.stream("Hello", p)
+    next(stream)
+    ended = []
+    reader = threading.Thread(target=lambda: ended.extend(stream))
+    reader.start()
+
+    async def main():
+        s = e.astream("Hello", p)
+        await s.__anext__()
+        e.close()
+        return [d async for d in s]
+
+    rest = asyncio.run(main())
+    reader.join(timeout=30)
+    assert ended[-1].finish_reason == "cancelled" and rest[-1].finish_reason == "cancelled"
+    with pytest.raises(deepinfer.Closed):
+        e.stream("Hello", p)
+
+
+def test_engine_is_closed_in_a_forked_child(engine):
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # the child: the engine's threads do not exist here
+        code = 3
+        try:
+            engine.generate("Hi", SamplingParams(max_tokens=2))
+        except deepinfer.Closed:
+            code = 0
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert engine.generate("Hi", SamplingParams(max_tokens=2))[0].finished  # the parent's still serves
+
+
+def test_log_levels():
+    for level in ("debug", "info", "warn", "error", "off", "warn"):
+        deepinfer.set_log_level(level)
+    with pytest.raises(deepinfer.InvalidArgument):
+        deepinfer.set_log_level("loud")

@@ -158,3 +158,13 @@ def test_readme_quick_start_works_as_written(tmp_path):
         assert r.stdout == shown.group(1)
     else:
         assert r.stdout.strip()
+
+
+def test_example_runs():
+    example = os.path.join(os.path.dirname(os.path.abspath(os.environ.get("DEEPINFER_TEST_README", "."))), "examples",
+                           "chat_server_sketch.py")  # fmt: skip
+    if not os.path.exists(example):
+        pytest.skip("the example is not beside the README")
+    r = subprocess.run([sys.executable, example] + ([MODEL] if MODEL else []), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("context:") == 3 and "EngineStats(" in r.stdout
