@@ -3,8 +3,8 @@
 #
 #   bindings/python/build_wheel.sh PREFIX OUTDIR [--system-library] [--no-demo]
 #
-# PREFIX is an install prefix of the library (include/deepinfer.h, lib/libdeepinfer.so*,
-# e.g. `cmake --install build --prefix build/stage`). The wheel lands in OUTDIR. By default it
+# PREFIX is an install prefix of the library (include/deepinfer.h, lib/libdeepinfer.so* or
+# lib/<multiarch>/, e.g. `cmake --install build --prefix build/stage`, or /usr). The wheel lands in OUTDIR. By default it
 # bundles lib/libdeepinfer.so.0, the CUDA backend module lib/libdeepinfer-cuda.so.0 (when the
 # prefix has it) and the third-party libraries they link outside the manylinux set (fmt, pcre2,
 # utf8proc), renamed with a content hash as auditwheel does, all with $ORIGIN runpaths; and the
@@ -39,6 +39,12 @@ done
 python=${PYTHON:-/usr/bin/python3}
 [ -x "$python" ] || python=python3
 [ -f "$prefix/include/deepinfer.h" ] || { echo "build_wheel: $prefix/include/deepinfer.h not found" >&2; exit 1; }
+# lib/, or a distribution's lib/<multiarch>/ (Debian: /usr/lib/x86_64-linux-gnu).
+libdir=
+for d in "$prefix/lib" "$prefix/lib/$(gcc -print-multiarch 2>/dev/null)" "$prefix/lib64"; do
+  [ -e "$d/libdeepinfer.so.0" ] && { libdir=$d; break; }
+done
+[ -n "$libdir" ] || { echo "build_wheel: libdeepinfer.so.0 not found under $prefix/lib" >&2; exit 1; }
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/deepinfer-wheel.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -48,14 +54,14 @@ find "$stage/deepinfer" \( -name __pycache__ -o -name '_native*.so' -o -name _li
 if [ "$bundle" = 1 ]; then
   libs="$stage/deepinfer/_libs"
   mkdir -p "$libs"
-  cp -L "$prefix/lib/libdeepinfer.so.0" "$libs/"
-  [ -e "$prefix/lib/libdeepinfer-cuda.so.0" ] && cp -L "$prefix/lib/libdeepinfer-cuda.so.0" "$libs/"
+  cp -L "$libdir/libdeepinfer.so.0" "$libs/"
+  [ -e "$libdir/libdeepinfer-cuda.so.0" ] && cp -L "$libdir/libdeepinfer-cuda.so.0" "$libs/"
   # Third-party libraries outside the manylinux set: copied under a hashed name and relinked.
   keep='^(libc|libm|libdl|librt|libpthread|libutil|libnsl|libresolv|libstdc\+\+|libgcc_s)\.so\.[0-9]+$|^ld-linux|^libdeepinfer|^libcuda|^libcudart|^libcublas'
   for lib in "$libs"/*.so.0; do
     for dep in $(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
       [[ "$dep" =~ $keep ]] && continue
-      path=$(LD_LIBRARY_PATH="$prefix/lib" ldd "$lib" | awk -v d="$dep" '$1 == d { print $3 }')
+      path=$(LD_LIBRARY_PATH="$libdir" ldd "$lib" | awk -v d="$dep" '$1 == d { print $3 }')
       [ -f "$path" ] || { echo "build_wheel: $lib needs $dep, which was not found" >&2; exit 1; }
       hash=$(sha256sum "$path" | cut -c1-8)
       renamed="${dep%%.so*}-$hash.so${dep#*.so}"
@@ -81,7 +87,7 @@ fi
 echo "build_wheel: building for $platform (bundled library: $([ "$bundle" = 1 ] && echo yes || echo no))"
 (
   cd "$stage"
-  export DEEPINFER_PREFIX="$prefix" DEEPINFER_WHEEL_PLATFORM="$platform"
+  export DEEPINFER_PREFIX="$prefix" DEEPINFER_LIBDIR="$libdir" DEEPINFER_WHEEL_PLATFORM="$platform"
   PYTHONDONTWRITEBYTECODE=1 "$python" -m build --no-isolation --wheel --outdir "$stage/dist" . >"$stage/build.log" 2>&1 ||
     { tail -40 "$stage/build.log" >&2; exit 1; }
 )

@@ -171,6 +171,8 @@ static int di_py_grow(void **data, size_t elem, size_t need, size_t *cap) {
 /* Runs CALL (which writes OUT->data, OUT->cap, &OUT->len) until its buffer is large enough: the
  * size needed can grow between calls (a session's context at the end of a generation). */
 #define DI_PY_DANCE(OUT, CALL)                                                           \
+  if (!(OUT)->data) /* most outputs fit: one call instead of asking for the size first */ \
+    di_py_grow((void **)&(OUT)->data, sizeof(*(OUT)->data), 256, &(OUT)->cap);          \
   for (;;) {                                                                             \
     di_error *err_ = (CALL);                                                             \
     if (!err_ || di_error_code(err_) != DI_ERR_BUFFER_TOO_SMALL) return err_;            \

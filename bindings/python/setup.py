@@ -4,6 +4,7 @@ installed C library, plus the pure-Python package.
 Normally run by build_wheel.sh (which also bundles the library); it reads:
   DEEPINFER_PREFIX          where include/deepinfer.h and lib/libdeepinfer.so are (default: the
                             pkg-config module deepinfer, else the system's)
+  DEEPINFER_LIBDIR          the library's folder when not PREFIX/lib (e.g. lib/x86_64-linux-gnu)
   DEEPINFER_EXTRA_PYTHONS   more CPython interpreters (paths, space-separated) to compile the
                             module for too; the wheel then carries one module per version
   DEEPINFER_WHEEL_PLATFORM  the wheel's platform tag (build_wheel.sh checks what it claims)
@@ -36,7 +37,7 @@ def _pkg_config(*args: str) -> list:
 def _library_paths() -> tuple:
     prefix = os.environ.get("DEEPINFER_PREFIX")
     if prefix:
-        return [os.path.join(prefix, "include")], [os.path.join(prefix, "lib")]
+        return [os.path.join(prefix, "include")], [os.environ.get("DEEPINFER_LIBDIR") or os.path.join(prefix, "lib")]
     incs = [f[2:] for f in _pkg_config("--cflags-only-I")]
     libs = [f[2:] for f in _pkg_config("--libs-only-L")]
     return incs, libs

@@ -30,7 +30,7 @@ echo "test.sh: wheel built and installed in $(($(date +%s) - start)) s"
 cli="$prefix/bin/deepinfer"
 cd "$work"  # not the source folder: `import deepinfer` must find the installed package
 DEEPINFER_TEST_CLI=$([ -x "$cli" ] && echo "$cli" || true) \
-DEEPINFER_TEST_LIBRARY_PATH="$prefix/lib" \
+DEEPINFER_TEST_LIBRARY_PATH="$prefix/lib:$prefix/lib/$(gcc -print-multiarch 2>/dev/null)" \
 DEEPINFER_TEST_README="$here/README.md" \
 PYTHONDONTWRITEBYTECODE=1 \
   "$work/venv/bin/python" -m pytest -p no:cacheprovider -q "$here/tests" "$@"

@@ -123,8 +123,9 @@ def _cancel(req: Request) -> None:
 class SyncRun:
     """Generations of several sessions, read through one completion queue."""
 
-    def __init__(self, requests: List[Request]) -> None:
+    def __init__(self, requests: List[Request], keepalive: Any = None) -> None:
         self.requests = requests
+        self.keepalive = keepalive  # the Engine: a running stream keeps it open
         self.queue = native.di_queue_create()
         self.pending = 0
         self.closed = False
@@ -371,7 +372,8 @@ class AsyncStream:
     ``result()`` gives the whole output.
     """
 
-    def __init__(self, hub: Hub, tag: int) -> None:
+    def __init__(self, hub: Hub, tag: int, keepalive: Any = None) -> None:
+        self._keepalive = keepalive  # the Engine: a running stream keeps it open
         self._hub = hub
         self._tag = tag
         self._slot = hub.slots[tag]
@@ -468,7 +470,7 @@ async def run_async(hubs: Dict, key: Any, requests: List[Request], params_handle
     return [r.result() for r in requests]
 
 
-def start_async_stream(hubs: Dict, key: Any, req: Request, params_handle: int) -> AsyncStream:
+def start_async_stream(hubs: Dict, key: Any, req: Request, params_handle: int, keepalive: Any = None) -> AsyncStream:
     hub = get_hub(hubs, key)
     tag = hub.attach(req, want_delta=True)
     try:
@@ -478,7 +480,7 @@ def start_async_stream(hubs: Dict, key: Any, req: Request, params_handle: int) -
         _release(req)
         hub.detach(tag)
         raise
-    return AsyncStream(hub, tag)
+    return AsyncStream(hub, tag, keepalive)
 
 
 def get_hub(hubs: Dict, key: Any) -> Hub:

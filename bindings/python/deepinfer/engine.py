@@ -421,7 +421,7 @@ class Engine:
         return self._start_stream([(prompt, sp, self._adder(prompt, special))], sp)
 
     def _start_stream(self, items: List[tuple], sp: SamplingParams) -> gen.Stream:
-        run = gen.SyncRun(self._requests(items))  # releases the sessions if it fails
+        run = gen.SyncRun(self._requests(items), keepalive=self)  # releases the sessions if it fails
         try:
             with self._bound([sp]) as handles:
                 run.start(handles)
@@ -496,7 +496,7 @@ class Engine:
         req = self._requests(items)[0]
         try:
             with self._bound([sp]) as handles:
-                return gen.start_async_stream(self._hubs, 0, req, handles[0])
+                return gen.start_async_stream(self._hubs, 0, req, handles[0], keepalive=self)
         except BaseException:
             gen._release(req)
             raise

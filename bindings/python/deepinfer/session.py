@@ -220,7 +220,7 @@ class Session:
 
     def _stream(self, prompt: Any, params: Optional[SamplingParams]) -> gen.Stream:
         req, sp = self._request(prompt, params)
-        run = gen.SyncRun([req])
+        run = gen.SyncRun([req], keepalive=self)
         try:
             with self._engine._bound([sp]) as handles:
                 run.start(handles)
@@ -256,7 +256,7 @@ class Session:
     def _astream(self, prompt: Any, params: Optional[SamplingParams]) -> gen.AsyncStream:
         req, sp = self._request(prompt, params)
         with self._engine._bound([sp]) as handles:
-            return gen.start_async_stream(self._engine._hubs, 0, req, handles[0])
+            return gen.start_async_stream(self._engine._hubs, 0, req, handles[0], keepalive=self)
 
     async def achat(
         self, message: Union[str, Message, Sequence[Message], None] = None, params: Optional[SamplingParams] = None

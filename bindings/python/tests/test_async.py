@@ -103,3 +103,13 @@ def test_stream_cancel_and_aclose(engine):
             assert out.outputs[0].text and more and chat.context_length > 0
 
     asyncio.run(main())
+
+
+def test_an_async_stream_keeps_its_engine_open():
+    from conftest import make_engine
+
+    async def main():
+        return [d async for d in make_engine().astream("Hello", SamplingParams(temperature=0, max_tokens=40, ignore_eos=True))]
+
+    deltas = asyncio.run(main())
+    assert deltas[-1].finish_reason == "length" and sum(len(d.token_ids) for d in deltas) == 40

@@ -92,6 +92,8 @@ def test_module_cli_mirrors_deepinfer_generate():
     from deepinfer import _lib
 
     model = MODEL or _lib.bundled_demo_model()
+    if model is None:
+        pytest.skip("no model: set DEEPINFER_TEST_MODEL")
     args = ["generate", "--model", model, "--device", DEVICE, "--prompt", "Hello world", "--temperature", "0",
             "--max-tokens", "20"]  # fmt: skip
     py = run_python("import runpy; runpy.run_module('deepinfer', run_name='__main__')", *args)
@@ -112,8 +114,9 @@ def test_module_cli_mirrors_deepinfer_generate():
 
 
 def test_module_cli_chat_and_errors():
+    model = ["--model", MODEL] if MODEL else []
     r = run_python("import sys, deepinfer._cli as c; sys.exit(c.main(sys.argv[1:]))",
-                   "chat", "--device", DEVICE, "--message", "Hi", "--message", "Again", "--max-tokens", "4")  # fmt: skip
+                   "chat", *model, "--device", DEVICE, "--message", "Hi", "--message", "Again", "--max-tokens", "4")  # fmt: skip
     assert r.returncode == 0, r.stderr
     bad = run_python("import sys, deepinfer._cli as c; sys.exit(c.main(sys.argv[1:]))",
                      "generate", "--model", "/no/such/model", "--prompt", "x")  # fmt: skip
@@ -150,7 +153,7 @@ def test_readme_quick_start_works_as_written(tmp_path):
         text = f.read()
     block = re.search(r"<!-- quick start -->\s*```python\n(.*?)```", text, re.S)
     assert block, "the README has a quick start block"
-    r = run_python(block.group(1), timeout=120, cwd=tmp_path)
+    r = run_python(block.group(1), timeout=120, cwd=tmp_path, env={"DEEPINFER_MODEL": MODEL} if MODEL else None)
     assert r.returncode == 0, r.stderr
     shown = re.search(r"<!-- quick start output -->\s*```\n(.*?)```", text, re.S)
     assert shown, "the README shows the quick start's output"

@@ -71,3 +71,11 @@ def test_leaving_early_cancels(engine):
     assert wait_idle(engine) == 0
     with pytest.raises(StopIteration):
         next(s)
+
+
+def test_a_stream_keeps_its_engine_open():
+    from conftest import make_engine
+
+    deltas = list(make_engine().stream("Hello", SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)))
+    assert deltas[-1].finish_reason == "length"  # the engine, unreferenced but for the stream, was not closed
+    assert sum(len(d.token_ids) for d in deltas) == 40
