@@ -131,7 +131,7 @@ class BdistWheel(bdist_wheel):
 setup(
     version=_header_version(),
     packages=["deepinfer"],
-    package_data={"deepinfer": ["py.typed", "_libs/*", "models/demo/*"]},
+    package_data={"deepinfer": ["py.typed", "_native.pyi", "_libs/*", "models/demo/*"]},
     ext_modules=[native],
     cmdclass={"build_ext": BuildExt, "bdist_wheel": BdistWheel},
     zip_safe=False,

@@ -48,10 +48,10 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compact-json", action="store_true", help="With --json-schema: no whitespace between JSON tokens")
 
 
-def _options(a: argparse.Namespace) -> Dict[str, str]:
+def _options(a: argparse.Namespace) -> Dict[str, Any]:
     items: List[str] = [i for i in os.environ.get("DEEPINFER_OPTIONS", "").split(",") if i]
     items += a.option
-    options: Dict[str, str] = {}
+    options: Dict[str, Any] = {}
     for kv in items:
         key, eq, value = kv.partition("=")
         if not eq and kv in a.option:

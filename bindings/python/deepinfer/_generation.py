@@ -466,8 +466,13 @@ async def run_async(hubs: Dict, key: Any, requests: List[Request], params_handle
             if req.owned or req.done or not req.started:
                 hub.detach(tag)
             else:
-                hub.slots[tag].finished.add_done_callback(lambda _, t=tag: hub.detach(t))
+                hub.slots[tag].finished.add_done_callback(_detacher(hub, tag))
     return [r.result() for r in requests]
+
+
+def _detacher(hub: Hub, tag: int):
+    """A done-callback that detaches a Session's session once its cancelled generation is over."""
+    return lambda _future: hub.detach(tag)
 
 
 def start_async_stream(hubs: Dict, key: Any, req: Request, params_handle: int, keepalive: Any = None) -> AsyncStream:

@@ -9,7 +9,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from . import _generation as gen
 from ._lib import bundled_demo_model, native, preload_cuda_libraries
@@ -343,10 +343,10 @@ class Engine:
     def _prompt_list(prompts: Union[Prompt, Sequence[Prompt]]) -> List[Prompt]:
         if isinstance(prompts, str):
             return [prompts]
-        prompts = list(prompts)
-        if prompts and all(isinstance(p, int) for p in prompts):
-            return [prompts]  # one prompt of token ids
-        return prompts
+        items = list(prompts)
+        if items and all(isinstance(p, int) for p in items):
+            return [cast(Sequence[int], items)]  # one prompt of token ids
+        return cast(List[Prompt], items)
 
     def _request(self, prompt: Any, params: SamplingParams, add: Callable[[int], None]) -> gen.Request:
         with self._calling() as h:

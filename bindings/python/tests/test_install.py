@@ -46,3 +46,10 @@ def test_default_model_is_the_bundled_demo():
     with make_engine() as e:
         assert e.info.model == demo
         assert e.info.layers == 6 and e.info.vocab_size == 4096
+
+
+def test_wheel_metadata():
+    from importlib import metadata
+
+    assert metadata.version("deepinfer") == deepinfer.__version__
+    assert metadata.metadata("deepinfer")["Requires-Python"] == ">=3.11"
