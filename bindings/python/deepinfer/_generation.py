@@ -126,10 +126,11 @@ class SyncRun:
     def __init__(self, requests: List[Request], keepalive: Any = None) -> None:
         self.requests = requests
         self.keepalive = keepalive  # the Engine: a running stream keeps it open
-        self.queue = native.di_queue_create()
+        self.queue = 0
         self.pending = 0
         self.closed = False
         try:
+            self.queue = native.di_queue_create()
             for tag, req in enumerate(requests):
                 native.di_session_set_queue(req.session, self.queue, tag)
         except BaseException:
@@ -176,7 +177,7 @@ class SyncRun:
         for req in self.requests:
             _release(req)
         borrowed = [r for r in self.requests if r.session and r.started and not r.done]
-        if borrowed:
+        if borrowed and self.queue:
             # A cancelled generation ends within a step; its DONE must be read before detaching.
             for _ in range(200):
                 if all(r.done for r in borrowed):
