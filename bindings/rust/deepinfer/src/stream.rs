@@ -27,8 +27,8 @@ use crate::session::{CancelHandle, Session};
 /// * by waiting on [`as_raw_fd`](AsRawFd::as_raw_fd) in your own event loop, then calling
 ///   [`try_next`](Stream::try_next) until it is `Pending`.
 ///
-/// Dropping a stream before its end cancels the generation (and waits for its end, which takes
-/// one engine step at most), so the session is ready for its next turn.
+/// Dropping a stream before its end cancels the generation and waits until it has ended (the
+/// engine ends it at its next step), so the session is ready for its next turn.
 ///
 /// ```
 /// use deepinfer::SamplingParams;
