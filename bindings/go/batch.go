@@ -59,6 +59,9 @@ func (e *Engine) GenerateBatch(ctx context.Context, prompts []Input, sampling *S
 	if err := e.alive(); err != nil {
 		return nil, err
 	}
+	if len(prompts) == 0 {
+		return nil, newError(CodeInvalidArgument, "a batch needs at least one prompt")
+	}
 	sp, err := cSampling(e, sampling)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package deepinfer
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,6 +45,19 @@ func TestOpenErrors(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("load aborted by a context: %v is not context.Canceled", err)
 	}
+	// CUDA where the machine has none is ErrUnsupported naming what is missing.
+	if e, err := Open(modelDir(), WithDevice(DeviceCUDA)); err == nil {
+		e.Close()
+	} else {
+		expectErr(t, "CUDA", err, ErrUnsupported, "")
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "config.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(bad)
+	expectErr(t, "malformed config.json", err, ErrModelFormat, "config.json")
+
 	var calls int
 	e, err := Open(modelDir(), WithProgress(func(done, total uint64) bool { calls++; return true }),
 		WithContext(context.Background()), WithMaxSequences(4), WithDevice(DeviceCPU))
@@ -105,6 +119,11 @@ func TestSessionErrors(t *testing.T) {
 	defer small.Close()
 	_, err = small.Generate(context.Background(), Text(strings.Repeat("long prompt ", 40)), nil)
 	expectErr(t, "context too long", err, ErrCapacity, "")
+
+	_, err = shared.GenerateBatch(context.Background(), nil, nil)
+	expectErr(t, "empty batch", err, ErrInvalidArgument, "prompt")
+	_, err = shared.GenerateBatch(context.Background(), []Input{Text("ok"), Tokens{-1}}, nil)
+	expectErr(t, "bad prompt in a batch", err, ErrInvalidArgument, "-1")
 
 	closed := mustSession(t, shared)
 	closed.Close()
@@ -235,4 +254,45 @@ func TestLogFunc(t *testing.T) {
 		t.Errorf("log messages while loading: %q", messages)
 	}
 	expectErr(t, "log level", SetLogLevel(17), ErrInvalidArgument, "17")
+}
+
+// A model directory without tokenizer.json: ids in and out only.
+func TestModelWithoutTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	entries, err := os.ReadDir(modelDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if !strings.HasPrefix(en.Name(), "tokenizer") {
+			if err := os.Symlink(filepath.Join(modelDir(), en.Name()), filepath.Join(dir, en.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if info, err := e.Info(); err != nil || info.HasTokenizer {
+		t.Errorf("HasTokenizer %v (%v)", info.HasTokenizer, err)
+	}
+	_, err = e.Tokenize("x", TextPlain)
+	expectErr(t, "tokenize", err, ErrUnsupported, "")
+	_, err = e.Tokenizer()
+	expectErr(t, "tokenizer", err, ErrUnsupported, "")
+	_, err = e.Generate(context.Background(), Text("x"), nil)
+	expectErr(t, "text prompt", err, ErrUnsupported, "")
+	_, err = e.Generate(context.Background(), Tokens{5, 6}, &Sampling{MaxTokens: 2, StopStrings: []string{"x"}})
+	expectErr(t, "stop strings", err, ErrUnsupported, "")
+	// Ids still work, and events carry ids without text.
+	st, err := e.Generate(context.Background(), Tokens{5, 6, 7}, &Sampling{MaxTokens: 3, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Collect()
+	if err != nil || len(c[0].Tokens) != 3 {
+		t.Errorf("%+v %v", c, err)
+	}
 }

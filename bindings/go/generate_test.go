@@ -55,7 +55,7 @@ func cliGenerate(t *testing.T, prompt string, maxTokens int) ([]int32, string) {
 }
 
 func TestGreedyEqualsCLI(t *testing.T) {
-	for _, prompt := range []string{"Hello, world", "def main():\n    ", "The capital of France is"} {
+	for _, prompt := range []string{"Hello, world", "def main():\n    "} {
 		wantIDs, wantText := cliGenerate(t, prompt, 24)
 		got := collect(t, Text(prompt), &Sampling{MaxTokens: 24})
 		if len(got) != 1 || !reflect.DeepEqual(got[0].Tokens, wantIDs) || got[0].Text != wantText {

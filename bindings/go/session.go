@@ -142,7 +142,7 @@ func (s *Session) Append(in Input) error {
 
 // Generate adds prompt (nil: nothing) to the context and starts generating with the given
 // parameters (nil: the model's defaults). It returns at once; the output comes through the
-// Stream. When ctx ends first, the generation is cancelled. A session runs one generation at a
+// Stream. (Input added before a failure stays in the context.) When ctx ends first, the generation is cancelled. A session runs one generation at a
 // time: ErrState while the last one still runs, unless it was cancelled or closed (then Generate
 // waits for its end).
 func (s *Session) Generate(ctx context.Context, prompt Input, sampling *Sampling) (*Stream, error) {
