@@ -415,3 +415,22 @@ func TestFinalizerReleasesUnreachableEngine(t *testing.T) {
 		t.Errorf("%d descriptors before, %d after the engine became unreachable", fds, n)
 	}
 }
+
+func TestGenerateRightAfterClosingTheLastStream(t *testing.T) {
+	s := mustSession(t, shared)
+	for i := 0; i < 5; i++ {
+		st, err := s.Generate(context.Background(), Text(" again"), long)
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		firstEvent(t, st)
+		st.Close() // the next Generate waits for this generation's end
+	}
+	st, err := s.Generate(context.Background(), Text(" last"), &Sampling{MaxTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Collect(); err != nil {
+		t.Fatal(err)
+	}
+}

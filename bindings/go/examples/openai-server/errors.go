@@ -59,7 +59,7 @@ func fromEngine(err error) *apiError {
 	}
 	switch {
 	case errors.Is(err, deepinfer.ErrCapacity):
-		e := badRequest("messages", "%s", msg)
+		e := badRequest("", "%s", msg)
 		e.Code = strPtr("context_length_exceeded")
 		return e
 	case errors.Is(err, deepinfer.ErrInvalidArgument), errors.Is(err, deepinfer.ErrGrammar),

@@ -92,7 +92,7 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 		{"format type", "/v1/chat/completions", `{"model": "demo", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}`, 400, "response_format"},
 		{"tool choice without tools", "/v1/chat/completions", `{"model": "demo", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}`, 400, "tool_choice"},
 		{"unknown tool", "/v1/chat/completions", `{"model": "demo", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}`, 400, "tool_choice"},
-		{"context too long", "/v1/completions", `{"model": "demo", "prompt": "` + strings.Repeat("word ", 3000) + `"}`, 400, "messages"},
+		{"context too long", "/v1/completions", `{"model": "demo", "prompt": "` + strings.Repeat("word ", 3000) + `"}`, 400, ""},
 	} {
 		status, body := post(t, c.path, c.body)
 		e, _ := body["error"].(map[string]any)
