@@ -26,11 +26,11 @@ type LogLevel int32
 
 // Log levels.
 const (
-	LogDebug LogLevel = C.DI_LOG_DEBUG
-	LogInfo  LogLevel = C.DI_LOG_INFO
-	LogWarn  LogLevel = C.DI_LOG_WARN
-	LogError LogLevel = C.DI_LOG_ERROR
-	LogOff   LogLevel = C.DI_LOG_OFF
+	LogDebug LogLevel = 0
+	LogInfo  LogLevel = 1
+	LogWarn  LogLevel = 2
+	LogError LogLevel = 3
+	LogOff   LogLevel = 4
 )
 
 // SetLogLevel drops library messages below level (default LogWarn). The setting is process-wide.

@@ -171,15 +171,15 @@ type ModelInfoKey int32
 
 // The facts of deepinfer.h.
 const (
-	ModelLayers          ModelInfoKey = C.DI_MODEL_LAYERS
-	ModelHiddenSize      ModelInfoKey = C.DI_MODEL_HIDDEN_SIZE
-	ModelAttentionHeads  ModelInfoKey = C.DI_MODEL_ATTENTION_HEADS
-	ModelRoutedExperts   ModelInfoKey = C.DI_MODEL_ROUTED_EXPERTS
-	ModelExpertsPerToken ModelInfoKey = C.DI_MODEL_EXPERTS_PER_TOKEN
-	ModelVocabSize       ModelInfoKey = C.DI_MODEL_VOCAB_SIZE
-	ModelMaxPosition     ModelInfoKey = C.DI_MODEL_MAX_POSITION
-	ModelParameters      ModelInfoKey = C.DI_MODEL_PARAMETERS
-	ModelWeightBytes     ModelInfoKey = C.DI_MODEL_WEIGHT_BYTES
+	ModelLayers          ModelInfoKey = 1
+	ModelHiddenSize      ModelInfoKey = 2
+	ModelAttentionHeads  ModelInfoKey = 3
+	ModelRoutedExperts   ModelInfoKey = 4
+	ModelExpertsPerToken ModelInfoKey = 5
+	ModelVocabSize       ModelInfoKey = 6
+	ModelMaxPosition     ModelInfoKey = 7
+	ModelParameters      ModelInfoKey = 8
+	ModelWeightBytes     ModelInfoKey = 9
 )
 
 // ModelInfo reads one fact by key (ErrInvalidArgument for a key the library does not know).

@@ -14,22 +14,22 @@ type Code int32
 
 // The codes of deepinfer.h.
 const (
-	CodeInvalidArgument Code = C.DI_ERR_INVALID_ARGUMENT
-	CodeNotFound        Code = C.DI_ERR_NOT_FOUND
-	CodeModelFormat     Code = C.DI_ERR_MODEL_FORMAT
-	CodeUnsupported     Code = C.DI_ERR_UNSUPPORTED
-	CodeOutOfMemory     Code = C.DI_ERR_OUT_OF_MEMORY
-	CodeCapacity        Code = C.DI_ERR_CAPACITY
-	CodeBufferTooSmall  Code = C.DI_ERR_BUFFER_TOO_SMALL
-	CodeCancelled       Code = C.DI_ERR_CANCELLED
-	CodeGrammar         Code = C.DI_ERR_GRAMMAR
-	CodeIO              Code = C.DI_ERR_IO
-	CodeBackend         Code = C.DI_ERR_BACKEND
-	CodeState           Code = C.DI_ERR_STATE
-	CodeTimeout         Code = C.DI_ERR_TIMEOUT
-	CodeClosed          Code = C.DI_ERR_CLOSED
-	CodeInvalidHandle   Code = C.DI_ERR_INVALID_HANDLE
-	CodeInternal        Code = C.DI_ERR_INTERNAL
+	CodeInvalidArgument Code = 1
+	CodeNotFound        Code = 2
+	CodeModelFormat     Code = 3
+	CodeUnsupported     Code = 4
+	CodeOutOfMemory     Code = 5
+	CodeCapacity        Code = 6
+	CodeBufferTooSmall  Code = 7
+	CodeCancelled       Code = 8
+	CodeGrammar         Code = 9
+	CodeIO              Code = 10
+	CodeBackend         Code = 11
+	CodeState           Code = 12
+	CodeTimeout         Code = 13
+	CodeClosed          Code = 14
+	CodeInvalidHandle   Code = 15
+	CodeInternal        Code = 100
 )
 
 // String is the library's short name of the code ("invalid argument"; "unknown" for a code the

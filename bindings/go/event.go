@@ -15,11 +15,11 @@ type EventKind int32
 // Event kinds. The end of a generation (the library's DONE event) is not an Event: Next returns
 // io.EOF instead.
 const (
-	EventTokens         EventKind = C.DI_EVENT_TOKENS          // new output of one completion
-	EventFinished       EventKind = C.DI_EVENT_FINISHED        // one completion ended
-	EventPromptLogprobs EventKind = C.DI_EVENT_PROMPT_LOGPROBS // the prompt tokens' logprobs, before any output
+	EventTokens         EventKind = 1 // new output of one completion
+	EventFinished       EventKind = 2 // one completion ended
+	EventPromptLogprobs EventKind = 3 // the prompt tokens' logprobs, before any output
 
-	eventDone EventKind = C.DI_EVENT_DONE
+	eventDone EventKind = 4
 )
 
 func (k EventKind) String() string {
@@ -40,11 +40,11 @@ type FinishReason int32
 
 // Finish reasons.
 const (
-	FinishNone      FinishReason = C.DI_FINISH_NONE   // not a FINISHED event
-	FinishStop      FinishReason = C.DI_FINISH_STOP   // EOS, a stop token or a stop string
-	FinishLength    FinishReason = C.DI_FINISH_LENGTH // max_tokens or the context limit
-	FinishCancelled FinishReason = C.DI_FINISH_CANCELLED
-	FinishError     FinishReason = C.DI_FINISH_ERROR // see Event.Err
+	FinishNone      FinishReason = 0 // not a FINISHED event
+	FinishStop      FinishReason = 1 // EOS, a stop token or a stop string
+	FinishLength    FinishReason = 2 // max_tokens or the context limit
+	FinishCancelled FinishReason = 3
+	FinishError     FinishReason = 4 // see Event.Err
 )
 
 func (r FinishReason) String() string {

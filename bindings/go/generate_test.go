@@ -26,7 +26,7 @@ func cliGenerate(t *testing.T, prompt string, maxTokens int) ([]int32, string) {
 			t.Skip("set DEEPINFER_CLI to the deepinfer command to compare with it")
 		}
 	}
-	cmd := exec.Command(cli, "generate", "--model", modelDir(), "--prompt", prompt, "--temperature", "0",
+	cmd := exec.Command(cli, "generate", "--model", modelDir(), "--device", "cpu", "--prompt", prompt, "--temperature", "0",
 		"--max-tokens", strconv.Itoa(maxTokens), "--no-echo", "--json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -15,9 +15,9 @@ type GrammarKind int32
 
 // Grammar kinds.
 const (
-	GrammarRegex      GrammarKind = C.DI_GRAMMAR_REGEX
-	GrammarJSONSchema GrammarKind = C.DI_GRAMMAR_JSON_SCHEMA // draft 2020-12
-	GrammarEBNF       GrammarKind = C.DI_GRAMMAR_EBNF        // GBNF dialect, start rule `root`
+	GrammarRegex      GrammarKind = 1
+	GrammarJSONSchema GrammarKind = 2 // draft 2020-12
+	GrammarEBNF       GrammarKind = 3 // GBNF dialect, start rule `root`
 )
 
 // GrammarOptions tune how a grammar compiles; the zero value is the library's default.

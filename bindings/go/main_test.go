@@ -24,7 +24,8 @@ func modelDir() string {
 func TestMain(m *testing.M) {
 	os.Setenv("DEEPINFER_MODEL", modelDir()) // the examples read it
 	var err error
-	if shared, err = Open(modelDir(), WithSeed(1)); err != nil {
+	// The CPU: its results do not depend on the batch, which several tests compare.
+	if shared, err = Open(modelDir(), WithSeed(1), WithDevice(DeviceCPU)); err != nil {
 		fmt.Fprintln(os.Stderr, "cannot open the demo model:", err)
 		os.Exit(1)
 	}

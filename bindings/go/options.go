@@ -13,9 +13,9 @@ type Device int32
 
 // Devices.
 const (
-	DeviceAuto Device = C.DI_DEVICE_AUTO // CUDA where its module, a driver and a GPU are present, else CPU
-	DeviceCPU  Device = C.DI_DEVICE_CPU
-	DeviceCUDA Device = C.DI_DEVICE_CUDA
+	DeviceAuto Device = 0 // CUDA where its module, a driver and a GPU are present, else CPU
+	DeviceCPU  Device = 1
+	DeviceCUDA Device = 2
 )
 
 func (d Device) String() string {

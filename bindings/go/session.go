@@ -15,10 +15,10 @@ type Role int32
 
 // Roles.
 const (
-	RoleSystem    Role = C.DI_ROLE_SYSTEM
-	RoleUser      Role = C.DI_ROLE_USER
-	RoleAssistant Role = C.DI_ROLE_ASSISTANT
-	RoleTool      Role = C.DI_ROLE_TOOL
+	RoleSystem    Role = 0
+	RoleUser      Role = 1
+	RoleAssistant Role = 2
+	RoleTool      Role = 3
 )
 
 // ToolCall is a call of a function by the assistant, with its arguments as JSON text.

@@ -15,9 +15,9 @@ type TextFlags uint32
 // Text flags.
 const (
 	// TextPlain: control-token lookalikes in the text become ordinary tokens.
-	TextPlain TextFlags = C.DI_TEXT_PLAIN
+	TextPlain TextFlags = 0
 	// TextSpecial: added tokens written in the text are recognised (as HF tokenizers do).
-	TextSpecial TextFlags = C.DI_TEXT_SPECIAL
+	TextSpecial TextFlags = 1
 )
 
 // DetokFlags say how ids become text.
@@ -25,7 +25,7 @@ type DetokFlags uint32
 
 // Detokenizing flags.
 const (
-	DetokSkipSpecial DetokFlags = C.DI_DETOK_SKIP_SPECIAL
+	DetokSkipSpecial DetokFlags = 1
 )
 
 // Tokenizer is a model's tokenizer on its own (tooling and tests) or an engine's. Safe for

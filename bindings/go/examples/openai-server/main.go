@@ -29,6 +29,7 @@ func main() {
 	model := flag.String("model", "", "model directory (config.json, *.safetensors, tokenizer.json)")
 	addr := flag.String("addr", "127.0.0.1:8000", "address to listen on")
 	name := flag.String("served-model-name", "", "the model's name in the API (default: the directory's name)")
+	device := flag.String("device", "auto", "auto, cpu or cuda")
 	threads := flag.Int("threads", 0, "CPU worker threads (0: one per core)")
 	maxSeqs := flag.Int("max-sequences", 64, "sequences the engine runs at once")
 	flag.Parse()
@@ -40,7 +41,12 @@ func main() {
 	}
 	deepinfer.SetLogFunc(func(level deepinfer.LogLevel, msg string) { log.Printf("deepinfer: %s", msg) })
 
-	eng, err := deepinfer.Open(*model, deepinfer.WithThreads(*threads), deepinfer.WithMaxSequences(*maxSeqs))
+	dev, ok := map[string]deepinfer.Device{"auto": deepinfer.DeviceAuto, "cpu": deepinfer.DeviceCPU, "cuda": deepinfer.DeviceCUDA}[*device]
+	if !ok {
+		log.Fatalf("-device %q is not auto, cpu or cuda", *device)
+	}
+	eng, err := deepinfer.Open(*model, deepinfer.WithDevice(dev), deepinfer.WithThreads(*threads),
+		deepinfer.WithMaxSequences(*maxSeqs))
 	if err != nil {
 		log.Fatal(err)
 	}

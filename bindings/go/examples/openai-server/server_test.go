@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 		dir, _ = filepath.Abs(filepath.Join("..", "..", "..", "..", "models", "demo"))
 	}
 	var err error
-	if testEngine, err = deepinfer.Open(dir); err != nil {
+	// The CPU: its results do not depend on the batch, which the tests compare.
+	if testEngine, err = deepinfer.Open(dir, deepinfer.WithDevice(deepinfer.DeviceCPU)); err != nil {
 		fmt.Fprintln(os.Stderr, "cannot open the demo model:", err)
 		os.Exit(1)
 	}

@@ -19,7 +19,7 @@ const markupReply = "Let me check." + callsBegin +
 func TestParseToolCalls(t *testing.T) {
 	for _, c := range []struct {
 		name, text, content string
-		calls           []parsedCall
+		calls               []parsedCall
 	}{
 		{"two calls", markupReply, "Let me check.",
 			[]parsedCall{{"get_weather", `{"city": "Paris"}`}, {"get_time", `{"zone": "CET"}`}}},
