@@ -19,6 +19,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js with npm runs the Go example server's end-to-end test with the official OpenAI client.
+# Any install will do (NodeSource's nodejs brings npm itself), so only its absence asks Debian's.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
@@ -33,3 +36,6 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build build -j "$jobs"
+
+# The OpenAI client for that test, pinned by its package-lock.json.
+(cd bindings/go/examples/openai-server/e2e && npm ci --prefer-offline --no-audit --no-fund)

@@ -1,0 +1,3 @@
+module github.com/deepinfer/deepinfer/bindings/go
+
+go 1.19
