@@ -378,8 +378,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
 #endif
 }
 
-bool g_attention_persistent = true;  // (set_attention_persistent)
-
 int multiprocessors() {  // of the current device (0 where unknown: one block an item)
   int dev = 0, n = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
@@ -390,8 +388,6 @@ int multiprocessors() {  // of the current device (0 where unknown: one block an
 }
 
 }  // namespace
-
-void set_attention_persistent(bool on) { g_attention_persistent = on; }
 
 bool wgmma_supported() {
   static const bool ok = [] {
@@ -420,7 +416,7 @@ cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, con
   if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
   int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
   if (blocks > 2147483647) return cudaErrorInvalidValue;
-  if (const int sms = multiprocessors(); g_attention_persistent && sms > 0) blocks = std::min<int64_t>(blocks, sms);  // (one block a multiprocessor fits)
+  if (const int sms = multiprocessors(); sms > 0) blocks = std::min<int64_t>(blocks, sms);  // (one block a multiprocessor fits)
   if ((q == nullptr) == (qb == nullptr)) return cudaErrorInvalidValue;
   if (qn.eps >= 0.0f && (!qb || !qn.rope.inv_freq || qn.rope.rope_dim % 2 != 0 || qn.rope.rope_dim > 64)) return cudaErrorInvalidValue;
   const bool unrope_here = unrope.inv_freq && unrope.rope_dim % 2 == 0 && unrope.rope_dim <= 64;  // (else a pass after)

@@ -8,10 +8,6 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kMaxHc = 16;
-bool g_hc_split = true;       // hc_pre: prefill's pre, post and comb by hc_post_comb_kernel (set_hc_split)
-bool g_mix_mma = true;        // mix_partial: mix_partial_mma where it applies (set_mix_mma)
-bool g_hc_post_rows = true;   // hc_post: hc_post_rows_kernel where it applies (set_hc_post_rows)
-bool g_norm_per_warp = true;  // rms_norm_pair: a warp per group where rms_norm_warp_kernel takes it (set_norm_per_warp)
 
 // Device copy of src/backend/random_fill.h (keep identical).
 __device__ __forceinline__ uint64_t random_bits(uint64_t seed, uint64_t i) {
@@ -938,11 +934,6 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t row
   return rms_norm_pair(NormTensor{x, weight, cols, out}, NormTensor{}, eps, rows, group, s, rope, positions);
 }
 
-void set_norm_per_warp(bool on) { g_norm_per_warp = on; }
-void set_mix_mma(bool on) { g_mix_mma = on; }
-void set_hc_split(bool on) { g_hc_split = on; }
-void set_hc_post_rows(bool on) { g_hc_post_rows = on; }
-
 cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s, const RopeDev* rope,
                           const int32_t* positions) {
   if (rows <= 0 || group <= 0 || a.cols % group != 0 || b.cols % group != 0) return rows <= 0 ? cudaSuccess : cudaErrorInvalidValue;
@@ -958,7 +949,7 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
   const int32_t* pos = rope ? positions : nullptr;
   // A warp per group where there are many (prefill); a decode step's few groups spread over more
   // multiprocessors as a block each (measured: 23 vs 28 us for a step's four q + kv norms).
-  if (g_norm_per_warp && blocks >= 4096 && vec && group % 128 == 0 && (!rope || rope->rope_dim % 4 == 0)) {
+  if (blocks >= 4096 && vec && group % 128 == 0 && (!rope || rope->rope_dim % 4 == 0)) {
     const unsigned warp_blocks = static_cast<unsigned>((blocks + 7) / 8);
     switch (group / 128) {
       case 1: launch(rms_norm_warp_kernel<1>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();
@@ -1037,7 +1028,7 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (g_mix_mma && rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
+  if (rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
   // (the largest n: up to 192 KB)
   if (const cudaError_t e = allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk); e != cudaSuccess)
@@ -1080,7 +1071,7 @@ cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t row
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
   const dim3 grid = hc_grid(rows, d, vec, true, norm_weight != nullptr);
   const int iters = sinkhorn_iters < 1 ? 1 : sinkhorn_iters;
-  const bool split = g_hc_split && grid.y == 1 && hc * hc <= 32;  // (whole rows: prefill)
+  const bool split = grid.y == 1 && hc * hc <= 32;  // (whole rows: prefill)
   if (split)
     launch(hc_post_comb_kernel, static_cast<unsigned>((rows + 7) / 8), 256, 0, s)(partial, splits, hc, rows, d, base, scale, iters, eps,
                                                                                   norm_eps, post, comb);
@@ -1096,7 +1087,7 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
   const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
-  if (vec && hc == 4 && g_hc_post_rows) {
+  if (vec && hc == 4) {
     launch(hc_post_rows_kernel<4>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, d,
                                                                                                             new_streams);
     return cudaGetLastError();

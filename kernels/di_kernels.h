@@ -85,17 +85,6 @@ struct NormTensor {
 };
 cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s,
                           const RopeDev* rope = nullptr, const int32_t* positions = nullptr);
-// rms_norm_pair for >= 4096 groups of 128, 256, 512 or 1024: a warp per group (default on), or a block.
-void set_norm_per_warp(bool on);
-// mix_partial of many rows (prefill) and up to 24 outputs on the tensor cores (fp32 values as three
-// bf16 terms; default on), or on the FMA units as for few rows.
-void set_mix_mma(bool on);
-// hc_pre of many rows (prefill) sums the mix and writes pre, post and comb from a kernel of their own,
-// a warp a row (default on), or all in the collapsing block (the first version).
-void set_hc_split(bool on);
-// hc_post with hc 4 (and d % 4 == 0) writes a row's four new streams from one thread's read of the
-// old ones (default on), or a block per new stream (the first version; still taken for other hc).
-void set_hc_post_rows(bool on);
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* positions, bool inverse,
                  cudaStream_t s);
 // rope on bf16 values (rotated in fp32, rounded back).
@@ -168,14 +157,6 @@ struct GemvList {
   float norm_eps = 0.0f;
 };
 cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s);
-// Warps per block of gemv / gemv_list: 4 (4 blocks a multiprocessor, the default) or 8 (2 blocks).
-void set_gemv_block_warps(int warps);
-// One-row products: 8 blocks of 4 warps a multiprocessor, 2 chunks a row in flight per lane (default
-// on), or 4 blocks with 4 chunks in flight.
-void set_gemv_occupancy(bool on);
-// expert_gate_up (two outputs a warp) and expert_down (several entries a row): 4 blocks of 8 warps a
-// multiprocessor, 2 chunks a row in flight per lane (default on), or 2 blocks with twice the chunks.
-void set_expert_occupancy(bool on);
 // Experts of a few rows without a permutation. Each row has per_row() entries: slots i < top_k are
 // routed experts (experts[t, i] of the stacked w1 / w3 / w2, scaled by weights[t, i]; experts null:
 // expert 0, weights null: 1), slot top_k, when sw1 is set, the shared expert (scale 1).
@@ -251,7 +232,8 @@ cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind ki
                             cudaStream_t s);
 // The same attention as attention_mqa (head_dim 512, bf16 operands, fp32 softmax; attention_wgmma.cu)
 // from a kAttention table.
-// The output in bf16 (rows x heads x 512), rotated back by unrope when given. The query from qb
+// The output in bf16 (rows x heads x 512), rotated back by unrope when given. A block a
+// multiprocessor walks the (row, 64 heads) items, each item's query loaded while the one before ends. The query from qb
 // (bf16) or q (fp32): exactly one of them. With qn (qb only; rope_dim <= 64), each query head is
 // rotated by its row's position as it is loaded and its scores scaled by its 1 / rms (an RMS norm
 // without weight), instead of rms_norm_pair normalising and rotating the query before.
@@ -262,20 +244,16 @@ struct QueryNorm {
 cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
                             int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
                             QueryNorm qn, cudaStream_t s);
-// A block a multiprocessor walking the (row, 64 heads) items, each item's query loaded while the
-// item before finishes (the default), or a block an item (false: the comparison).
-void set_attention_persistent(bool on);
 // scores[r - row_begin][w] for the visible indexer keys of rows [row_begin, row_begin + n_rows);
 // max_visible bounds the visible count of those rows.
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
                            int64_t max_visible, BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld,
                            cudaStream_t s);
 // The same scores on the tensor cores (bf16 operands, fp32 accumulation; kernels/indexer_mqa.cu)
-// for up to 64 heads of index_dim 16..128 (a multiple of 16). q 16-byte aligned.
+// for up to 64 heads of index_dim 16..128 (a multiple of 16). q 16-byte aligned. 64+ rows of
+// sequences averaging 4+ rows (prefill chunks) are scored 4 rows a block (each key tile loaded once
+// for them), others a row a block.
 bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L);
-// Rows a block of indexer_scores_mqa scores at once for 64+ rows: 4 (the default: a key tile is
-// loaded once for them) or 1.
-void set_indexer_rows_per_block(int rows);
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s);
 // The same scores on Hopper's warpgroup MMA from a kIndexer key table (kernels/indexer_wgmma.cu):
@@ -284,14 +262,9 @@ bool indexer_scores_wgmma_supported(int heads, const LayerDev& L);
 cudaError_t indexer_scores_wgmma(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                  BatchDev b, LayerDev L, KeyTableDev t, float* scores, int64_t ld, cudaStream_t s);
 // Top k of each row's visible scores (ties: lower index first), in index order, -1 padded. k <= 4096.
+// Rows of up to 16 K entries are held in registers; longer ones are read from memory every pass.
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s);
-// Rows of up to 16 K entries held in registers by topk_rows (the default), or read every pass as
-// longer rows are (false: the comparison and its test).
-void set_topk_in_registers(bool on);
-// Blocks sized to the row length (256..1024 threads; the default) or 1024 threads for every row
-// (false: the comparison).
-void set_topk_small_blocks(bool on);
 
 // --- MoE (moe.cu)
 enum class ScoreFunc : int { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
@@ -310,7 +283,7 @@ cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gat
 
 // Token permutation for the grouped expert GEMMs. `entries` = rows * top_k.
 // Rows per tile: kMoeTileRows, or kMoeBigTileRows where experts get many rows (prefill) and weight
-// reuse across rows pays (moe_gate_up / moe_down with the v2 kernel only).
+// reuse across rows pays (K % 8 == 0 and 16-byte aligned operands: the pipelined kernel only).
 inline constexpr int kMoeTileRows = 32;
 inline constexpr int kMoeBigTileRows = 128;
 struct MoePlan {
@@ -330,15 +303,12 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
 // starting at row base[e], for batched products over slabs (after moe_plan's counts).
 cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, const int32_t* base, int32_t* pos,
                                cudaStream_t s);
-// Which expert GEMM kernel moe_gate_up / moe_down launch: 2 (pipelined, the default) or 1 (the
-// first version, kept for comparison). The environment variable DEEPINFER_MOE_KERNEL sets the
-// initial choice.
-int moe_kernel_version();
-void set_moe_kernel_version(int v);
 // xperm[pos[e]] = bf16(x[e / top_k])
 cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
                        cudaStream_t s);
-// h = clamped SwiGLU(xperm @ w1[e]^T, xperm @ w3[e]^T) (bf16 [entries, inter]), per tile's expert.
+// h = clamped SwiGLU(xperm @ w1[e]^T, xperm @ w3[e]^T) (bf16 [entries, inter]), per tile's expert:
+// a cp.async pipelined kernel where K % 8 == 0 and the operands are 16-byte aligned, else (32-row
+// tiles) a synchronous one.
 cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
                         const int4* tiles, const int32_t* n_tiles, int max_tiles, int tile_rows, bf16_t* h, cudaStream_t s);
 // y = h @ w2[e]^T (fp32 [entries, d])

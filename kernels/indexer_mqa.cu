@@ -15,7 +15,6 @@ namespace {
 constexpr int kHeads = 64, kMaxDim = 128, kTile = 64;
 constexpr int kLd = kMaxDim + 8;  // bf16 row stride: ldmatrix rows hit distinct banks
 
-int g_rows_per_block = 4;  // of a prefill launch: 4, or 1 (set_indexer_rows_per_block)
 
 constexpr size_t smem_bytes(int R) {
   return sizeof(__nv_bfloat16) * static_cast<size_t>((R + 1) * kHeads) * kLd + sizeof(float) * (R * kHeads + 4 * R * kTile) +
@@ -151,8 +150,6 @@ cudaError_t launch_scores(const float* q, const float* weights, int heads, int64
 
 }  // namespace
 
-void set_indexer_rows_per_block(int rows) { g_rows_per_block = rows == 1 ? 1 : 4; }
-
 bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L) {
   return heads >= 1 && heads <= kHeads && L.index_dim >= 16 && L.index_dim <= kMaxDim && L.index_dim % 16 == 0 &&
          st.block_floats % 4 == 0 && L.index_key_offset % 4 == 0 && reinterpret_cast<uintptr_t>(st.blocks) % 16 == 0;
@@ -171,7 +168,7 @@ cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, 
   const int per_block = many ? 8 : 1;
   const int64_t chunks = (tiles + per_block - 1) / per_block;
   if (chunks > 65535 || n_rows > 2147483647) return cudaErrorInvalidValue;
-  return many && g_rows_per_block == 4 && b.rows >= 4 * static_cast<int64_t>(b.n_seqs) ? launch_scores<4>(q, weights, heads, row_begin, n_rows, chunks, b, st, L, per_block, scores, ld, s)
+  return many && b.rows >= 4 * static_cast<int64_t>(b.n_seqs) ? launch_scores<4>(q, weights, heads, row_begin, n_rows, chunks, b, st, L, per_block, scores, ld, s)
               : launch_scores<1>(q, weights, heads, row_begin, n_rows, chunks, b, st, L, per_block, scores, ld, s);
 }
 

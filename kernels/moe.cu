@@ -5,7 +5,6 @@
 #include <mma.h>
 
 #include <climits>
-#include <cstdlib>
 
 namespace deepinfer::kernels {
 namespace {
@@ -601,20 +600,6 @@ __global__ void moe_combine_kernel(const T* __restrict__ y, const int32_t* __res
 
 }  // namespace
 
-namespace {
-int g_moe_kernel = 0;  // 0: not yet read from DEEPINFER_MOE_KERNEL
-}
-
-int moe_kernel_version() {
-  if (g_moe_kernel == 0) {
-    const char* v = std::getenv("DEEPINFER_MOE_KERNEL");
-    g_moe_kernel = v && std::atoi(v) == 1 ? 1 : 2;
-  }
-  return g_moe_kernel;
-}
-
-void set_moe_kernel_version(int v) { g_moe_kernel = v == 1 ? 1 : 2; }
-
 cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid, int64_t table_rows,
                   const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts, float* weights,
                   cudaStream_t s) {
@@ -693,10 +678,10 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
     return launch_moe_v2<true, kMoeBigTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
-  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, inter))
+  if (v2 && narrow_columns(max_tiles, inter))
     return launch_moe_v2<true, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((inter + 31) / 32)), s, x, a, b, d, inter, limit, tiles,
                                                  n_tiles, hb, nullptr);
-  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  if (v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   launch(moe_gemm_kernel<true>, grid, 128, 0, s)(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   return cudaGetLastError();
 }
@@ -715,10 +700,10 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
     return launch_moe_v2<false, kMoeBigTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
-  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, d))
+  if (v2 && narrow_columns(max_tiles, d))
     return launch_moe_v2<false, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((d + 31) / 32)), s, hb, w, nullptr, inter, d, 0.0f,
                                                   tiles, n_tiles, nullptr, y);
-  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  if (v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   launch(moe_gemm_kernel<false>, grid, 128, 0, s)(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }

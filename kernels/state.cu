@@ -426,8 +426,6 @@ __device__ __forceinline__ void radix_digit(const int* hist, int* red, int shift
 // Keys a thread keeps in registers when the row fits (kTopkPer * kTopkThreads entries: 64 K
 // tokens of context at compression rate 4); longer rows are read from memory every pass.
 constexpr int kTopkPer = 16;
-bool g_topk_in_registers = true;  // (set_topk_in_registers: false reads every row from memory, as longer rows do)
-bool g_topk_small_blocks = true;  // (set_topk_small_blocks: false launches kTopkThreads for every row length)
 
 // One block per row: radix-select the k-th largest key (8 bits a pass), then write the winners in
 // index order: every key above it, and of the keys equal to it the lowest-indexed ones. No sort: the
@@ -610,9 +608,6 @@ cudaError_t indexer_scores(const float* q, const float* weights, int heads, int6
   return cudaGetLastError();
 }
 
-void set_topk_in_registers(bool on) { g_topk_in_registers = on; }
-void set_topk_small_blocks(bool on) { g_topk_small_blocks = on; }
-
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
                       int32_t* out, cudaStream_t s) {
   if (n_rows <= 0 || k <= 0) return cudaSuccess;
@@ -620,9 +615,8 @@ cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_
   // Blocks as small as keep a row (of at most ld entries) in registers at <= 8 entries a thread: a
   // row's passes are a chain of barriers, so more rows a multiprocessor (8 blocks of 256 threads
   // rather than 2 of 1024) hide each other's. (radix_digit reads the histogram with 256 threads.)
-  const int threads = g_topk_small_blocks ? static_cast<int>(std::clamp<int64_t>((ld + 8 * 32 - 1) / (8 * 32) * 32, 256, kTopkThreads))
-                                          : kTopkThreads;
-  launch(topk_kernel, static_cast<unsigned>(n_rows), threads, 0, s)(scores, ld, row_begin, rate, b, k, g_topk_in_registers, out);
+  const int threads = static_cast<int>(std::clamp<int64_t>((ld + 8 * 32 - 1) / (8 * 32) * 32, 256, kTopkThreads));
+  launch(topk_kernel, static_cast<unsigned>(n_rows), threads, 0, s)(scores, ld, row_begin, rate, b, k, true, out);
   return cudaGetLastError();
 }
 

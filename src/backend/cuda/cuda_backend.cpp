@@ -42,6 +42,16 @@ constexpr int64_t kMoeChunkRows = 8192;
 // Attention splits a small batch's keys until about this many blocks run.
 constexpr int64_t kAttnBlocks = 1024;
 constexpr int64_t kSmCount = 132;  // H100 SXM / H200; only sizes key splits
+// bf16 products of at most this many rows (decode) run on the GEMV kernels, and a decode step's
+// fusions apply: products of one input as one launch, the input norm inside it, the next mix inside
+// hc_post, the gate product inside the routing.
+constexpr int64_t kDecodeRows = kn::kGemvMaxRows;
+// Prefill expert products run on wgmma (kernels::moe_*_wgmma) while experts average at most this
+// many rows (bound by reading the weights there), else cuBLAS over per-expert slabs.
+constexpr int64_t kWgmmaMoeMaxRows = 128;
+// blas_experts: experts sorted by count are grouped this many at a time, each group with slabs of
+// its largest count.
+constexpr size_t kMoeGroupExperts = 64;
 
 struct CudaWeight final : DeviceWeight {
   float* f32 = nullptr;
@@ -101,7 +111,7 @@ std::vector<uint16_t> to_bf16(const float* f, size_t n) {
 
 class CudaBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<Backend>> create(const BackendOptions& options) {
+  static Result<std::unique_ptr<Backend>> create(const BackendOptions& options, const CudaFeatures& features) {
     const int device = options.cuda_device;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -113,7 +123,7 @@ class CudaBackend final : public Backend {
       return make_error(Code::kInvalidArgument, "CUDA device {} does not exist ({} present)", device, count);
     std::unique_ptr<CudaBackend> b(new CudaBackend(device, options.fp32_weights));
     b->apply(options);
-    DI_TRYV(b->init());
+    DI_TRYV(b->init(features));
     return std::unique_ptr<Backend>(std::move(b));
   }
 
@@ -568,7 +578,7 @@ class CudaBackend final : public Backend {
   Tensor attention_query(int layer, int64_t rows, int64_t cols) override {
     Tensor q = scratch_uninit(rows, cols);
     query_norm_ = {};
-    if (q.data && bf16_query_on_ && one_bf16_input_ && fused_attention_fits(layer, rows, cols) &&
+    if (q.data && fused_attention_fits(layer, rows, cols) &&
         wgmma_table_rows(layer, rows).first >= 0)
       bf16_query_ = q.data;
     return q;
@@ -610,17 +620,6 @@ class CudaBackend final : public Backend {
     return out;
   }
 
-  // Experiment knobs, each selecting the earlier version of something for comparison: pdl 0|1
-  // (programmatic dependent launch of every kernel, kernels::set_pdl), gemv_rows 0..4 (products of
-  // at most that many rows by kernels::gemv and the expert GEMV kernels; 0: cuBLAS and the tile
-  // kernels), moe_kernel 1|2, attention_split 0|1, mqa_attention and mqa_indexer 0 (the fp32
-  // kernels) | 1, big_moe_tiles 0|1, blas_moe 0 (tile kernel) | 1, zero_scratch 1 (every scratch
-  // tensor zero-filled) | 0, gemv_block_warps 8|4, decode_fusions 0|1, indexer_rows 1|4,
-  // narrow_attention 0|1, topk_regs 0|1, one_bf16_input 0|1, bf16_attention_output 0|1, wgmma_attention 0|1,
-  // moe_group_experts 0 (one cap for all) | 64, wgmma_indexer 0|1, bf16_query 0|1, gemv_occupancy 0|1,
-  // expert_occupancy 0|1, norm_per_warp 0|1, wgmma_moe_rows >= 0 (0: never; then blas_moe decides),
-  // fused_moe_ffn 0|1, shared_beside 0|1, mix_mma 0|1, hc_post_rows 0|1, hc_split 0|1, compress_runs 0|1,
-  // topk_small_blocks 0|1, moe_y_bf16 0|1, query_norm_in_attention 0|1, attention_persistent 0|1.
   Result<void> set_options(const BackendOptions& o) override {
     if (o.cuda_device != device_ || o.fp32_weights != fp32_)
       return make_error(Code::kInvalidArgument, "cuda_device and fp32_weights are fixed when the backend is made");
@@ -634,75 +633,12 @@ class CudaBackend final : public Backend {
     kn::set_pdl(o.pdl);
     zero_all_scratch_ = o.zero_scratch;
     graphs_allowed_ = o.graphs;
-    if (!graphs_allowed_) graphs_on_ = false;
-  }
-
-  bool set_option(const std::string& name, int value) {
-    (void)flush_pending();
-    clear_graphs();  // graphs hold the kernels they were captured with
-    if (name == "moe_kernel" && (value == 1 || value == 2)) {
-      kn::set_moe_kernel_version(value);
-      return true;
-    }
-    static constexpr std::pair<const char*, void (*)(bool)> kKernelSwitches[] = {
-        {"pdl", kn::set_pdl},
-        {"topk_regs", kn::set_topk_in_registers},
-        {"gemv_occupancy", kn::set_gemv_occupancy},
-        {"expert_occupancy", kn::set_expert_occupancy},
-        {"norm_per_warp", kn::set_norm_per_warp},
-        {"mix_mma", kn::set_mix_mma},
-        {"hc_post_rows", kn::set_hc_post_rows},
-        {"hc_split", kn::set_hc_split},
-        {"topk_small_blocks", kn::set_topk_small_blocks},
-        {"attention_persistent", kn::set_attention_persistent},
-    };
-    for (const auto& [option, set] : kKernelSwitches)
-      if (name == option && (value == 0 || value == 1)) {
-        set(value == 1);
-        return true;
-      }
-    if (name == "indexer_rows" && (value == 1 || value == 4)) {
-      kn::set_indexer_rows_per_block(value);
-      return true;
-    }
-    if (name == "gemv_block_warps" && (value == 4 || value == 8)) {
-      kn::set_gemv_block_warps(value);
-      return true;
-    }
-    if (name == "moe_group_experts" && value >= 0) {
-      moe_group_experts_ = value;
-      return true;
-    }
-    if (name == "wgmma_moe_rows" && value >= 0) {
-      wgmma_moe_rows_ = value;
-      return true;
-    }
-    if (name == "gemv_rows" && value >= 0 && value <= kn::kGemvMaxRows) {
-      gemv_rows_ = value;
-      return true;
-    }
-    static constexpr std::pair<const char*, bool CudaBackend::*> kSwitches[] = {
-        {"blas_moe", &CudaBackend::blas_moe_},             {"narrow_attention", &CudaBackend::narrow_attention_},
-        {"big_moe_tiles", &CudaBackend::big_moe_tiles_},   {"mqa_indexer", &CudaBackend::mqa_indexer_},
-        {"mqa_attention", &CudaBackend::mqa_attention_},   {"attention_split", &CudaBackend::attention_split_},
-        {"zero_scratch", &CudaBackend::zero_all_scratch_}, {"decode_fusions", &CudaBackend::decode_fusions_},
-        {"one_bf16_input", &CudaBackend::one_bf16_input_},   {"bf16_attention_output", &CudaBackend::bf16_attention_output_},
-        {"wgmma_attention", &CudaBackend::wgmma_attention_}, {"wgmma_indexer", &CudaBackend::wgmma_indexer_},
-        {"bf16_query", &CudaBackend::bf16_query_on_},      {"fused_moe_ffn", &CudaBackend::fused_moe_ffn_},
-        {"shared_beside", &CudaBackend::shared_beside_},   {"compress_runs", &CudaBackend::compress_runs_},
-        {"moe_y_bf16", &CudaBackend::moe_y_bf16_},
-        {"query_norm_in_attention", &CudaBackend::query_norm_in_attention_},
-    };
-    for (const auto& [option, member] : kSwitches)
-      if (name == option) {
-        this->*member = value != 0;
-        return true;
-      }
-    return false;
+    graphs_on_ = graphs_wanted_ && graphs_allowed_;
   }
 
   void set_graphs(bool on) override {
     if (mode_ != Mode::kEager) (void)flush_pending();
+    graphs_wanted_ = on;
     graphs_on_ = on && graphs_allowed_;
     if (!graphs_on_) clear_graphs();
   }
@@ -840,7 +776,7 @@ class CudaBackend final : public Backend {
 
   // Decode: products of one input as one GEMV launch (false: they are not for one).
   bool gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list) {
-    if (!decode_fusions_ || x.rows > gemv_rows_ || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
+    if (x.rows > kDecodeRows || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
     for (size_t i = 0; i < ws.size(); ++i) {
       const CudaWeight& w = cw(*ws[i]);
       if (!kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
@@ -860,20 +796,11 @@ class CudaBackend final : public Backend {
       return;
     }
     const bool query = std::any_of(outs.begin(), outs.end(), [&](const Tensor& t) { return t.data == bf16_query_; });
-    if (!one_bf16_input_ || fp32_ || x.rows <= gemv_rows_ || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+    if (fp32_ || x.rows <= kDecodeRows || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+      // (attention_query keeps a query in bf16 only where its product is one of these)
       if (!query) return Backend::linears(x, ws, outs);
-      // (not met where attention_query chose bf16) the products in fp32, the query then converted
-      const float* query_data = bf16_query_;
-      std::vector<Tensor> f32(outs.begin(), outs.end());
-      for (Tensor& t : f32)
-        if (t.data == query_data && !(t.data = static_cast<float*>(temp(static_cast<size_t>(t.rows * t.cols) * 4)))) return;
-      bf16_query_ = nullptr;  // what linear writes now is fp32
-      Backend::linears(x, ws, f32);
-      bf16_query_ = query_data;
-      for (size_t i = 0; i < outs.size(); ++i)
-        if (outs[i].data == query_data)
-          check(kn::f32_to_bf16(f32[i].data, reinterpret_cast<kn::bf16_t*>(outs[i].data), outs[i].rows * outs[i].cols, stream_),
-                "attention query to bf16");
+      Op op(*this, "linears");
+      if (op) expect(false, "linears: the attention query of [{}, {}] must be a bf16 product of whole rows", x.rows, x.cols);
       return;
     }
     Op op(*this, "linears (one bf16 input)");
@@ -945,7 +872,6 @@ class CudaBackend final : public Backend {
   // One launch for both (a decode step's query and key norms).
   void rms_norm_rope_pair(Tensor a, const DeviceWeight* weight_a, Tensor b, const DeviceWeight* weight_b, float eps, int head_dim,
                           const Rope& rope) override {
-    if (!decode_fusions_) return Backend::rms_norm_rope_pair(a, weight_a, b, weight_b, eps, head_dim, rope);
     Op op(*this, "rms_norm + rope");
     if (!op) return;
     auto fits = [&](Tensor x, const DeviceWeight* w) {
@@ -1033,12 +959,9 @@ class CudaBackend final : public Backend {
     if (hc.sublayer_norm && !(norm = sublayer_norm(hc, d))) return;
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), mix);
     if (!part) return;
-    const bool fused = decode_fusions_ || !norm;
-    if (check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps,
-                         fused ? norm : nullptr, collapsed.data, post.data, comb.data, stream_),
-              "hc_pre") &&
-        !fused)
-      check(kn::rms_norm(collapsed.data, norm, hc.norm_eps, collapsed.rows, d, static_cast<int>(d), collapsed.data, stream_), "norm");
+    check(kn::hc_pre(streams.data, part, splits, streams.rows, n, d, base, scale, hc.sinkhorn_iters, hc.eps, hc.norm_eps, norm,
+                     collapsed.data, post.data, comb.data, stream_),
+          "hc_pre");
   }
 
   // The norm weight of hc.sublayer_norm for rows of d, or null (the error kept).
@@ -1059,7 +982,7 @@ class CudaBackend final : public Backend {
     pending_mix_ = {};
     const float* fn = next_fn ? cw(*next_fn).f32 : nullptr;
     const int splits = kn::hc_post_mix_splits(n, out.cols);
-    if (fn && decode_fusions_ && streams.rows <= gemv_rows_ && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
+    if (fn && streams.rows <= kDecodeRows && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
         static_cast<size_t>(streams.rows * splits * (next_fn->rows + 1)) <= kPostMixFloats) {
       const cudaError_t e = kn::hc_post_mix(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, fn,
                                             static_cast<int>(next_fn->rows), post_mix_, stream_);
@@ -1085,12 +1008,8 @@ class CudaBackend final : public Backend {
     if (hc.sublayer_norm && !(norm = sublayer_norm(hc, out.cols))) return;
     const auto [part, splits] = mix_product(streams, cw(*hc.fn), n);
     if (!part) return;
-    const bool fused = decode_fusions_ || !norm;
-    if (check(kn::hc_head(streams.data, part, splits, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, fused ? norm : nullptr,
-                          out.data, stream_),
-              "hc_head") &&
-        !fused)
-      check(kn::rms_norm(out.data, norm, hc.norm_eps, out.rows, out.cols, static_cast<int>(out.cols), out.data, stream_), "norm");
+    check(kn::hc_head(streams.data, part, splits, streams.rows, n, out.cols, base, scale, hc.eps, hc.norm_eps, norm, out.data, stream_),
+          "hc_head");
   }
 
   void compress(int layer, Tensor kv, Tensor gate, const Compressor& c) override {
@@ -1110,7 +1029,7 @@ class CudaBackend final : public Backend {
     // Long windows pooled by more blocks (eager forwards: the partials are temporaries).
     const int runs = kn::compress_pool_runs(layers_[layer]);
     float* part = nullptr;
-    if (runs > 1 && mode_ == Mode::kEager && compress_runs_ &&
+    if (runs > 1 && mode_ == Mode::kEager &&
         !(part = static_cast<float*>(temp(static_cast<size_t>(jobs.capacity) * runs * 3 * (c.indexer ? L.index_dim : L.head_dim) * 4))))
       return;
     if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs.jobs, jobs.count, jobs.capacity, bdev_,
@@ -1129,7 +1048,7 @@ class CudaBackend final : public Backend {
                 "indexer_topk: layer {} with q [{}, {}], {} heads, top {}", layer, q.rows, q.cols, heads, out.cols))
       return;
     const int64_t max_visible = std::max<int64_t>(1, pos_bound_ / L.rate);
-    const bool tensor_cores = !fp32_ && mqa_indexer_ && kn::indexer_scores_mqa_supported(heads, state_, layers_[layer]) &&
+    const bool tensor_cores = !fp32_ && kn::indexer_scores_mqa_supported(heads, state_, layers_[layer]) &&
                               reinterpret_cast<uintptr_t>(q.data) % 16 == 0;
     const int64_t chunk = std::max<int64_t>(1, kIndexerScoreFloats / max_visible);
     float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
@@ -1158,7 +1077,7 @@ class CudaBackend final : public Backend {
   // (or on a failure, which is kept).
   bool index_key_table(int layer, int heads, kn::KeyTableDev& t) {
     const kn::LayerDev& L = layers_[layer];
-    if (!wgmma_indexer_ || mode_ != Mode::kEager || seq_steps_.size() > 65535 || !kn::indexer_scores_wgmma_supported(heads, L)) return false;
+    if (!wgmma_ || mode_ != Mode::kEager || seq_steps_.size() > 65535 || !kn::indexer_scores_wgmma_supported(heads, L)) return false;
     const auto [rows, longest] = key_table_extent(L, kn::KeyTableKind::kIndexer);
     auto* table = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(rows, 1) * L.index_dim) * 2));
     auto* first = static_cast<int32_t*>(temp(seq_steps_.size() * 4));
@@ -1186,21 +1105,16 @@ class CudaBackend final : public Backend {
         return;
       if (!(un = rope_dev(*unrope)).inv_freq) return;
     }
-    if (!decode_fusions_ && un.inv_freq) {  // comparisons: the attention, then the rotation as its own launch
-      attention(layer, q, kv, sinks, selected, out);
-      check(kn::rope(out.data, out.rows, out.cols, hd, un, bdev_.positions, true, stream_), "rope (inverse)");
-      return;
-    }
     const bool sel = selected && L.rate > 0;
     const int heads = static_cast<int>(q.cols / hd);
-    if (!fp32_ && mqa_attention_ && kn::attention_mqa_supported(state_, layers_[layer])) {
+    if (!fp32_ && kn::attention_mqa_supported(state_, layers_[layer])) {
       // One block per (row, 64 heads) is heavy (a multiprocessor's worth of shared memory): small
       // batches share each row's keys among up to 16 blocks, ~2 blocks per SM. From the batch shape
       // alone, so that a graph replay sums in the same order as the eager step. (32 shares measured
       // no better at batch 1: the merge grows by what the shares save.)
       // Decode rows (<= 4): blocks of 16 heads, each staging and writing a quarter of a 64-head block's
-      // queries and partial output (narrow_attention_).
-      const int head_tile = narrow_attention_ && q.rows <= kn::kGemvMaxRows ? 16 : 64;
+      // queries and partial output.
+      const int head_tile = q.rows <= kDecodeRows ? 16 : 64;
       const int splits = mqa_splits(q.rows, heads, head_tile);
       float* part = nullptr;
       if (splits > 1) {
@@ -1214,7 +1128,7 @@ class CudaBackend final : public Backend {
     }
     // Small batches: share each (row, head)'s keys among up to 16 blocks so that ~1024 blocks run.
     const int64_t rh = q.rows * heads;
-    const int splits = attention_split_ && rh < kAttnBlocks ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
+    const int splits = rh < kAttnBlocks ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
     float* part = nullptr;
     if (splits > 1) {
       part = static_cast<float*>(temp(static_cast<size_t>(rh * splits * (hd + 2)) * 4));
@@ -1246,7 +1160,7 @@ class CudaBackend final : public Backend {
   // The bf16 query's norm (no weight) + rope left to the wgmma attention, which applies it as it loads
   // the query (one pass over it fewer). False: not deferred (the caller normalises now).
   bool defer_query_norm(const DeviceWeight* weight, float eps, int head_dim, const kn::RopeDev& r) {
-    if (!query_norm_in_attention_ || weight || head_dim != kMqaHd || eps < 0.0f || r.rope_dim > 64) return false;
+    if (weight || head_dim != kMqaHd || eps < 0.0f || r.rope_dim > 64) return false;
     query_norm_ = {eps, r};
     return true;
   }
@@ -1265,9 +1179,9 @@ class CudaBackend final : public Backend {
 
   // attention_projected's fused path (below) for a query of rows x cols, as far as the query decides it.
   bool fused_attention_fits(int layer, int64_t rows, int64_t cols) const {
-    return bf16_attention_output_ && decode_fusions_ && !fp32_ && mqa_attention_ && layer >= 0 &&
+    return !fp32_ && layer >= 0 &&
            layer < static_cast<int>(layout_.layers.size()) && layout_.layers[layer].head_dim == kMqaHd &&
-           kn::attention_mqa_supported(state_, layers_[layer]) && rows > gemv_rows_ && cols % kMqaHd == 0 &&
+           kn::attention_mqa_supported(state_, layers_[layer]) && rows > kDecodeRows && cols % kMqaHd == 0 &&
            mqa_splits(rows, static_cast<int>(cols / kMqaHd), 64) == 1;
   }
 
@@ -1276,7 +1190,7 @@ class CudaBackend final : public Backend {
   // batch (long contexts with few new rows each), no sm_90a device, or a graph capture (the table's
   // size comes from the host's positions, which a replay would not update).
   std::pair<int64_t, int64_t> wgmma_table_rows(int layer, int64_t rows) const {
-    if (!wgmma_attention_ || mode_ != Mode::kEager || !kn::wgmma_supported() || seq_steps_.size() > 65535) return {-1, 0};
+    if (!wgmma_ || mode_ != Mode::kEager || seq_steps_.size() > 65535) return {-1, 0};
     const auto extent = key_table_extent(layers_[layer], kn::KeyTableKind::kAttention);
     if (extent.first > 2 * rows + 8192) return {-1, 0};
     return extent;
@@ -1386,7 +1300,7 @@ class CudaBackend final : public Backend {
                              : r.score == RouterScore::kSoftmax ? kn::ScoreFunc::kSoftmax
                                                                 : kn::ScoreFunc::kSqrtSoftplus;
     const float* gate = cw(*r.gate).f32;
-    if (decode_fusions_ && x.rows <= gemv_rows_ && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
+    if (x.rows <= kDecodeRows && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
       check(kn::gate_route(x.data, x.rows, x.cols, gate, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
                            r.tid2eid ? r.tid2eid->rows : 0, bdev_.tokens, sf, r.top_k, r.scaling, logits, counters_ + kRouteCounter,
                            experts.data, weights.data, stream_),
@@ -1432,7 +1346,7 @@ class CudaBackend final : public Backend {
     const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
     const int64_t entries_max = chunk * k;
     // Experts averaging 32+ rows (prefill): 128-row tiles read each expert's weights 4x less often.
-    const int tile_rows = !f32 && big_moe_tiles_ && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp ? kn::kMoeBigTileRows
+    const int tile_rows = !f32 && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp ? kn::kMoeBigTileRows
                                                                                                      : kn::kMoeTileRows;
     auto tiles_for = [&](int64_t entries) { return static_cast<int>((entries + tile_rows - 1) / tile_rows + std::min<int64_t>(n_exp, entries)); };
     const int max_tiles = tiles_for(entries_max);
@@ -1446,11 +1360,12 @@ class CudaBackend final : public Backend {
     plan.n_tiles = static_cast<int32_t*>(temp(4));
     plan.max_tiles = max_tiles;
     plan.top_k = k;
-    // Prefill tiles on wgmma (an sm_90a device) while the experts average at most wgmma_moe_rows_ rows
-    // (reading the weights is the cost there: measured ~82% of the HBM peak), else cuBLAS over
-    // per-expert slabs (see blas_experts: faster once the products are bound by the tensor cores).
-    const bool wgmma_fits = !f32 && tile_rows == kn::kMoeBigTileRows && d % 128 == 0 && inter % 128 == 0 && kn::wgmma_supported();
-    const bool blas_fits = tile_rows == kn::kMoeBigTileRows && blas_moe_ && mode_ == Mode::kEager;
+    // Prefill tiles on wgmma (an sm_90a device) while the experts average at most kWgmmaMoeMaxRows rows
+    // (reading the weights is the cost there: measured ~82% of the HBM peak), else (eager forwards)
+    // cuBLAS over per-expert slabs (see blas_experts: faster once the products are bound by the tensor
+    // cores), else (a graph capture, or routing too skewed for slabs) the mma.sync tile kernels.
+    const bool wgmma_fits = !f32 && tile_rows == kn::kMoeBigTileRows && d % 128 == 0 && inter % 128 == 0 && wgmma_;
+    const bool blas_fits = tile_rows == kn::kMoeBigTileRows && mode_ == Mode::kEager;
     const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
     // (the wgmma products read x's rows through plan.sources: no permuted copy)
     if (wgmma_fits && !(plan.sources = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4)))) return;
@@ -1471,7 +1386,7 @@ class CudaBackend final : public Backend {
       const int32_t* ex = experts.data + r0 * k;
       if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
       const int tiles = tiles_for(entries);
-      const bool wgmma = wgmma_fits && entries <= static_cast<int64_t>(wgmma_moe_rows_) * n_exp;
+      const bool wgmma = wgmma_fits && entries <= kWgmmaMoeMaxRows * n_exp;
       const bool blas = blas_fits && !wgmma;
       if (f32) {
         if (!tile_buffers(true)) return;
@@ -1508,7 +1423,7 @@ class CudaBackend final : public Backend {
         }
         // The wgmma down product writes y in bf16 (half the bytes written and read back by the combine;
         // the 1.5e-2 tolerance of bf16 products holds).
-        y_bf16 = wgmma && moe_y_bf16_;
+        y_bf16 = wgmma;
         if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y_bf16 ? nullptr : y,
                                               y_bf16 ? reinterpret_cast<kn::bf16_t*>(y) : nullptr, stream_)
                          : kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
@@ -1530,7 +1445,7 @@ class CudaBackend final : public Backend {
     const auto &s1 = cw(*shared.w1), &s3 = cw(*shared.w3), &s2 = cw(*shared.w2);
     const int64_t d = x.cols, inter = w1.rows;
     const int k = static_cast<int>(experts.cols);
-    if (x.rows <= gemv_rows_ && w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit &&
+    if (x.rows <= kDecodeRows && w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit &&
         s1.rows == inter && s3.rows == inter && s2.cols == inter && s1.cols == d && s2.rows == d && w1.cols == d && w3.count == w1.count &&
         w3.rows == inter && w2.count == w1.count && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
         weights.cols == k && out.rows == x.rows && out.cols == d && k > 0) {
@@ -1544,16 +1459,16 @@ class CudaBackend final : public Backend {
       Op op(*this, "moe_ffn (GEMV)");
       if (!op || gemv_experts(x, g, inter, routed.limit, false, out)) return;
     }
-    if (fused_moe_ffn_ && x.rows > gemv_rows_ && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
+    if (x.rows > kDecodeRows && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
         s2.cols == s1.rows && s2.rows == out.cols && out.rows == x.rows) {
       // Prefill: one bf16 copy of x for the shared and the routed experts; the routed sums added to
-      // the shared expert's output (no zeroed sum, no add). With shared_beside_ the shared expert runs
-      // on the side stream while the routed products (bound by reading the experts) run here.
+      // the shared expert's output (no zeroed sum, no add). Eager forwards run the shared expert on the
+      // side stream while the routed products (bound by reading the experts) run here.
       Op op(*this, "moe_ffn (routed + shared)");
       if (!op) return;
       const kn::bf16_t* xb = activations_bf16(x.data, x.rows * d);
       if (!xb) return;
-      const bool beside = shared_beside_ && mode_ == Mode::kEager;
+      const bool beside = mode_ == Mode::kEager;
       if (beside) {  // (every launch and product below goes to stream_ and blas_: swapped for the shared expert)
         if (!check(cudaEventRecord(fork_event_, stream_), "fork") || !check(cudaStreamWaitEvent(side_stream_, fork_event_), "fork")) return;
         std::swap(stream_, side_stream_);
@@ -1604,7 +1519,7 @@ class CudaBackend final : public Backend {
       g.n_exp = 1;
       g.w1 = cw(w1).b16, g.w3 = cw(w3).b16, g.w2 = cw(w2).b16;
       if (gemv_experts(x, g, inter, limit, false, out)) return;  // decode
-      if (x.rows > gemv_rows_) {
+      if (x.rows > kDecodeRows) {
         const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
         if (xb) shared_expert(xb, x.rows, x.cols, cw(w1), cw(w3), cw(w2), limit, out);
         return;
@@ -1643,8 +1558,9 @@ class CudaBackend final : public Backend {
     int prof_ = -1;
   };
 
-  Result<void> init() {
+  Result<void> init(const CudaFeatures& features) {
     DI_TRYV(set_device());
+    wgmma_ = features.wgmma && kn::wgmma_supported();
     cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cuda_error(e, "creating a stream");
     int low = 0, high = 0;  // the side stream's blocks go first where both have some waiting
@@ -1902,7 +1818,7 @@ class CudaBackend final : public Backend {
 
   // Prefill's expert products through cuBLAS: the host reads the per-expert row counts (one wait
   // per MoE layer; eager forwards only) and gives every expert a slab of rows. Experts sorted by
-  // count form groups of moe_group_experts (64), each with slabs of its largest count rounded up to 32
+  // count form groups of kMoeGroupExperts (64), each with slabs of its largest count rounded up to 32
   // rows (its cap): each weight (gate, up, down) is one batched product per group, over pointer
   // arrays. (One cap for all experts wasted 25-50% of the products on rows no token fills. Fixed
   // group sizes and rounded caps keep the product shapes few: cuBLAS spends ~0.5 ms of host time on
@@ -1924,10 +1840,9 @@ class CudaBackend final : public Backend {
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
     std::vector<Group> groups;
     int64_t slab = 0;
-    const size_t per_group = moe_group_experts_ > 0 ? static_cast<size_t>(moe_group_experts_) : std::max<size_t>(order.size(), 1);
-    for (size_t i = 0; i < order.size(); i += per_group) {
+    for (size_t i = 0; i < order.size(); i += kMoeGroupExperts) {
       const int64_t cap = (counts[order[i]] + 31) / 32 * 32;  // the group's largest count, rounded up
-      const size_t end = std::min(order.size(), i + per_group);
+      const size_t end = std::min(order.size(), i + kMoeGroupExperts);
       groups.push_back({i, end, cap, slab});
       slab += cap * static_cast<int64_t>(end - i);
     }
@@ -1996,11 +1911,11 @@ class CudaBackend final : public Backend {
            check(kn::moe_combine(y, pos, weights, entries / k, k, d, out_rows, stream_), "moe combine");
   }
 
-  // The expert GEMV kernels for a decode batch (rows <= gemv_rows): out (+)= the experts of g.
+  // The expert GEMV kernels for a decode batch (rows <= kDecodeRows): out (+)= the experts of g.
   // False (nothing launched) where they do not apply.
   bool gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter, float limit, bool accumulate, Tensor out) {
     const int64_t d = x.cols, entries = x.rows * g.per_row();
-    if (x.rows > gemv_rows_ || kn::expert_down_counters(x.rows, d) > kRouteCounter || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
+    if (x.rows > kDecodeRows || kn::expert_down_counters(x.rows, d) > kRouteCounter || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
         !kn::gemv_supported(x.data, d, g.w2, inter))
       return false;
     auto* h = static_cast<float*>(temp(static_cast<size_t>(entries * inter) * 4));
@@ -2042,7 +1957,7 @@ class CudaBackend final : public Backend {
                         "fp32 GEMM");
     }
     if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
-    if (rows <= gemv_rows_ && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
+    if (rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
       return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
     const kn::bf16_t* xb = activations_bf16(x, rows * ldx);
     return xb && gemm_bf16(xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc);
@@ -2075,7 +1990,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
-  // moe_ffn's shared expert beside the routed products (shared_beside_): its stream, cuBLAS handle and
+  // moe_ffn's shared expert beside the routed products (eager prefill): its stream, cuBLAS handle and
   // workspace, the events that order it after x's bf16 copy and the routed sums after it.
   cudaStream_t side_stream_ = nullptr;
   cublasHandle_t side_blas_ = nullptr;
@@ -2144,36 +2059,15 @@ class CudaBackend final : public Backend {
   static constexpr size_t kMaxGraphs = 256;  // graphs kept (each holds its kernels' parameters)
   uint64_t graph_clock_ = 0;
   static constexpr int32_t kGraphBlockBucket = 16;  // graphs are re-captured every 16 blocks of context
-  bool attention_split_ = true;   // split small batches' attention over the keys
-  bool mqa_attention_ = true;     // bf16 mode, head_dim 512: tensor-core attention (kernels/attention_mqa.cu)
-  bool mqa_indexer_ = true;       // bf16 mode: tensor-core indexer scores (kernels/indexer_mqa.cu)
-  bool big_moe_tiles_ = true;     // bf16 mode: 128-row expert tiles when experts average 32+ rows
-  bool blas_moe_ = true;          // ... and then (eager forwards) the expert products through cuBLAS
-  bool narrow_attention_ = true;  // decode attention (tensor cores) in blocks of 16 heads, not 64
-  bool zero_all_scratch_ = false;  // zero-fill scratch_uninit tensors too
-  int gemv_rows_ = kn::kGemvMaxRows;  // bf16 products of at most this many rows: GEMV kernels
-  // Decode (rows <= gemv_rows): products of one input as one launch, the sublayer norm inside hc_pre,
-  // the next mix inside hc_post, the gate product inside the routing, the inverse rope inside the
-  // attention merge. Off: each as its own launch (for comparisons).
-  bool decode_fusions_ = true;
-  bool one_bf16_input_ = true;  // linears: the shared input converted to bf16 once (prefill)
-  bool bf16_attention_output_ = true;  // attention_projected: the prefill attention output in bf16 only
-  bool wgmma_attention_ = true;        // ... and computed by kernels::attention_wgmma from a bf16 key table
-  bool wgmma_indexer_ = true;          // prefill indexer scores by kernels::indexer_scores_wgmma from a bf16 table
-  bool bf16_query_on_ = true;          // attention_query: a query only the wgmma attention reads kept in bf16
-  bool fused_moe_ffn_ = true;  // prefill moe_ffn: one bf16 x for both expert kinds, routed sums added to the shared output
-  bool shared_beside_ = true;   // ... the shared expert on the side stream
-  bool moe_y_bf16_ = true;      // the wgmma down product's y in bf16 for the combine
-  bool compress_runs_ = true;   // eager compressor windows of > kCompressRunSlots slots pooled in runs (kernels::compress_pool)
-  int wgmma_moe_rows_ = 128;  // prefill expert products by kernels::moe_*_wgmma while experts average <= this many rows
-  const float* bf16_query_ = nullptr;  // ... that query's data (its storage holds bf16 values) until consumed
+  bool zero_all_scratch_ = false;  // the `zero_scratch` option: zero-fill scratch_uninit tensors too
+  bool wgmma_ = false;  // Hopper's warpgroup MMA kernels may run (an sm_90a device; CudaFeatures)
+  const float* bf16_query_ = nullptr;  // the attention query attention_query kept in bf16 (its storage holds bf16 values) until consumed
   kn::QueryNorm query_norm_;            // ... its norm + rope, when left to the wgmma attention (defer_query_norm)
-  bool query_norm_in_attention_ = true;
-  int moe_group_experts_ = 64;  // blas_experts: experts per group of similar counts (0: one group, one cap for all)
   void* moe_host_ = nullptr;  // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
-  bool graphs_on_ = false;      // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
+  bool graphs_wanted_ = false;  // set_graphs (ModelRunner turns them on: its forwards run the same ops per shape)
   bool graphs_allowed_ = true;  // the `graphs` option
+  bool graphs_on_ = false;      // both (a failed capture turns it off)
   Mode mode_ = Mode::kEager;
   std::map<GraphKey, GraphEntry> graphs_;
   GraphEntry* current_ = nullptr;
@@ -2194,6 +2088,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> create_cuda_backend(const BackendOptions& options) { return CudaBackend::create(options); }
+Result<std::unique_ptr<Backend>> create_cuda_backend(const BackendOptions& options, const CudaFeatures& features) {
+  return CudaBackend::create(options, features);
+}
 
 }  // namespace deepinfer
