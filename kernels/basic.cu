@@ -1,9 +1,6 @@
 // Elementwise and row-wise kernels: conversions, embedding, norms, rope, hyper-connections.
 #include "common.cuh"
 
-#include <cstdlib>
-#include <string_view>
-
 namespace deepinfer::kernels {
 namespace {
 
@@ -877,21 +874,23 @@ __global__ void hc_head_kernel(const float* __restrict__ streams, const float* _
   if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, out + t * d, red);  // (gridDim.y is 1)
 }
 
-int g_pdl = -1;  // -1: not yet read from DEEPINFER_PDL
-
 }  // namespace
 
-bool pdl_enabled() {
-  if (g_pdl < 0) {
-    const char* v = std::getenv("DEEPINFER_PDL");
-    g_pdl = v && std::string_view(v) == "0" ? 0 : 1;
-  }
-  return g_pdl == 1;
+cudaError_t prepare_device(bool wgmma) {
+  int dev = 0, max_smem = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess) return e;
+  const size_t m = static_cast<size_t>(max_smem);
+  for (auto prepare : {prepare_hyper_connection, prepare_hc_mix_mma, prepare_attention_mma, prepare_indexer_mma, prepare_moe})
+    if ((e = prepare(m)) != cudaSuccess) return e;
+  if (wgmma)
+    for (auto prepare : {prepare_attention_wgmma, prepare_indexer_wgmma, prepare_moe_wgmma})
+      if ((e = prepare(m)) != cudaSuccess) return e;
+  return cudaSuccess;
 }
 
-void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
-
-cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
+cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, Stream s) {
   if (n <= 0) return cudaSuccess;
   const bool vec = (n % 4) == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
   const unsigned b = blocks_for(vec ? n / 4 : n, 256);
@@ -899,28 +898,28 @@ cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, cudaStream_t s) {
+cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, Stream s) {
   if (n <= 0) return cudaSuccess;
   const unsigned b = blocks_for(n, 256);
   launch(bf16_to_f32_kernel, b > 4096 ? 4096 : b, 256, 0, s)(reinterpret_cast<const __nv_bfloat16*>(x), y, n);
   return cudaGetLastError();
 }
 
-cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
+cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, Stream s) {
   if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
   const unsigned b = blocks_for(n, 256);
   launch(fill_random_kernel, b > 8192 ? 8192 : b, 256, 0, s)(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
   return cudaGetLastError();
 }
 
-cudaError_t spin(int64_t ns, cudaStream_t s) {
+cudaError_t spin(int64_t ns, Stream s) {
   if (ns <= 0) return cudaSuccess;
   launch(spin_kernel, 1, 1, 0, s)(ns);
   return cudaGetLastError();
 }
 
 cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
-                  int64_t rows, int times, float* out, cudaStream_t s) {
+                  int64_t rows, int times, float* out, Stream s) {
   if (rows <= 0 || cols <= 0 || times <= 0) return cudaSuccess;
   const int64_t chunks = (cols + 255) / 256;
   if (rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
@@ -930,11 +929,11 @@ cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab
 }
 
 cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
-                     cudaStream_t s, const RopeDev* rope, const int32_t* positions) {
+                     Stream s, const RopeDev* rope, const int32_t* positions) {
   return rms_norm_pair(NormTensor{x, weight, cols, out}, NormTensor{}, eps, rows, group, s, rope, positions);
 }
 
-cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s, const RopeDev* rope,
+cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, Stream s, const RopeDev* rope,
                           const int32_t* positions) {
   if (rows <= 0 || group <= 0 || a.cols % group != 0 || b.cols % group != 0) return rows <= 0 ? cudaSuccess : cudaErrorInvalidValue;
   const int64_t first = rows * (a.cols / group), blocks = first + rows * (b.cols / group);
@@ -965,7 +964,7 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
 
 namespace {
 template <typename T>
-cudaError_t launch_rope(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse, cudaStream_t s) {
+cudaError_t launch_rope(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse, Stream s) {
   const int64_t n = rows * (cols / head_dim) * (r.rope_dim / 2);
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
@@ -975,42 +974,42 @@ cudaError_t launch_rope(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev 
 }  // namespace
 
 cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
-                 cudaStream_t s) {
+                 Stream s) {
   return launch_rope(x, rows, cols, head_dim, r, positions, inverse, s);
 }
 
 cudaError_t rope_bf16(bf16_t* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
-                      cudaStream_t s) {
+                      Stream s) {
   return launch_rope(reinterpret_cast<__nv_bfloat16*>(x), rows, cols, head_dim, r, positions, inverse, s);
 }
 
-cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {
+cudaError_t add(float* a, const float* b, int64_t n, Stream s) {
   if (n <= 0) return cudaSuccess;
   unsigned g = blocks_for(n, 256);
   launch(add_kernel, g > 8192 ? 8192 : g, 256, 0, s)(a, b, n);
   return cudaGetLastError();
 }
 
-cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
+cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, Stream s) {
   if (n <= 0 || cols <= 0) return cudaSuccess;
   launch(gather_kernel, static_cast<unsigned>(n), 256, 0, s)(x, cols, rows, out);
   return cudaGetLastError();
 }
 
-cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s) {
+cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, Stream s) {
   if (rows <= 0) return cudaSuccess;
   launch(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, s)(x, cols, out);
   return cudaGetLastError();
 }
 
-cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s) {
+cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, Stream s) {
   if (n <= 0) return cudaSuccess;
   unsigned b = blocks_for(n, 256);
   launch(swiglu_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit);
   return cudaGetLastError();
 }
 
-cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
+cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, Stream s) {
   if (n <= 0) return cudaSuccess;
   const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(h) % 8 == 0;
@@ -1019,9 +1018,14 @@ cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, 
   return cudaGetLastError();
 }
 
+cudaError_t prepare_hyper_connection(size_t device_max) {
+  // (the largest n: up to 192 KB)
+  return allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk, device_max);
+}
+
 int mix_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
 
-cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, cudaStream_t s) {
+cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, Stream s) {
   if (rows <= 0 || K <= 0 || n <= 0) return cudaSuccess;
   if (n > kMixMaxOut) return cudaErrorInvalidValue;
   const int splits = mix_splits(K);
@@ -1030,15 +1034,12 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
-  // (the largest n: up to 192 KB)
-  if (const cudaError_t e = allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk); e != cudaSuccess)
-    return e;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);
   return cudaGetLastError();
 }
 
-cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, cudaStream_t s) {
+cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (rows > 2147483647) return cudaErrorInvalidValue;
   launch(row_sumsq_kernel, static_cast<unsigned>(rows), 256, 0, s)(x, K, out, ld);
@@ -1064,7 +1065,7 @@ bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
 
 cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
-                   float* post, float* comb, cudaStream_t s) {
+                   float* post, float* comb, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
@@ -1081,7 +1082,7 @@ cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t row
 }
 
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
-                    int64_t d, float* new_streams, cudaStream_t s) {
+                    int64_t d, float* new_streams, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
@@ -1100,7 +1101,7 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
 int hc_post_mix_splits(int hc, int64_t d) { return static_cast<int>(hc * ((d + kPostMixCols - 1) / kPostMixCols)); }
 
 cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
-                        float* new_streams, const float* w, int n, float* partial, cudaStream_t s) {
+                        float* new_streams, const float* w, int n, float* partial, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols;
@@ -1116,7 +1117,7 @@ cudaError_t hc_post_mix(const float* streams, const float* out, const float* pos
 }
 
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t s) {
+                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;

@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks) expert_down_kernel(const
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int R, bool kNorm>
-cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, cudaStream_t s) {
+cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, Stream s) {
   // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more
   // rows (their activations cost registers too), 1 where groups are odd.
   bool by4 = R == 1, by2 = true;
@@ -352,7 +352,7 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
 }
 
 template <bool kNorm>
-cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, const GemvList& list, Stream s) {
   if (rows == 1) return launch_gemv<1, kNorm>(x, rows, ldx, k, list, s);
   if (rows == 2) return launch_gemv<2, kNorm>(x, rows, ldx, k, list, s);
   return launch_gemv<4, kNorm>(x, rows, ldx, k, list, s);
@@ -364,7 +364,7 @@ bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
   return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);
 }
 
-cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (rows > kGemvMaxRows || list.count < 1 || list.count > kGemvMaxProducts) return cudaErrorInvalidValue;
   GemvList l;
@@ -384,7 +384,7 @@ cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, cons
 }
 
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
-                 int64_t ldo, cudaStream_t s) {
+                 int64_t ldo, Stream s) {
   GemvList list;
   list.count = 1;
   list.p[0] = GemvProduct{w, out, n_out, n_group, ldo};
@@ -392,7 +392,7 @@ cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int
 }
 
 cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvExperts& ex, int64_t inter, float limit, float* h,
-                           cudaStream_t s) {
+                           Stream s) {
   const int64_t entries = rows * ex.per_row();
   if (entries <= 0 || inter <= 0) return cudaSuccess;
   if (entries > 65535 || ex.top_k < 0 || ex.per_row() < 1 || !gemv_supported(x, d, ex.w1, d) || !aligned16(ex.w3) ||
@@ -415,7 +415,7 @@ constexpr int kDownJ = 4;  // outputs per warp of the down product with several 
 int64_t expert_down_counters(int64_t rows, int64_t d) { return rows * ((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)); }
 
 cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvExperts& ex, int64_t d, bool accumulate, float* out,
-                        float* part, unsigned* counters, cudaStream_t s) {
+                        float* part, unsigned* counters, Stream s) {
   const int64_t entries = rows * ex.per_row();
   if (entries <= 0 || d <= 0) return cudaSuccess;
   if (entries > 65535 || ex.per_row() < 1 || !gemv_supported(h, inter, ex.w2, inter) || (ex.sw2 && !aligned16(ex.sw2)) ||

@@ -140,8 +140,7 @@ __global__ void __launch_bounds__(R * 128) indexer_scores_mqa_kernel(const float
 
 template <int R>
 cudaError_t launch_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t chunks,
-                          BatchDev b, StateDev st, LayerDev L, int per_block, float* scores, int64_t ld, cudaStream_t s) {
-  if (const cudaError_t e = allow_smem<indexer_scores_mqa_kernel<R>>(smem_bytes(R)); e != cudaSuccess) return e;
+                          BatchDev b, StateDev st, LayerDev L, int per_block, float* scores, int64_t ld, Stream s) {
   const int64_t groups = (n_rows + R - 1) / R;
   launch(indexer_scores_mqa_kernel<R>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(chunks)), R * 128, smem_bytes(R), s)(
       q, weights, heads, row_begin, n_rows, b, st, L, per_block, scores, ld);
@@ -150,13 +149,18 @@ cudaError_t launch_scores(const float* q, const float* weights, int heads, int64
 
 }  // namespace
 
+cudaError_t prepare_indexer_mma(size_t device_max) {
+  const cudaError_t e = allow_smem<indexer_scores_mqa_kernel<1>>(smem_bytes(1), device_max);
+  return e == cudaSuccess ? allow_smem<indexer_scores_mqa_kernel<4>>(smem_bytes(4), device_max) : e;
+}
+
 bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L) {
   return heads >= 1 && heads <= kHeads && L.index_dim >= 16 && L.index_dim <= kMaxDim && L.index_dim % 16 == 0 &&
          st.block_floats % 4 == 0 && L.index_key_offset % 4 == 0 && reinterpret_cast<uintptr_t>(st.blocks) % 16 == 0;
 }
 
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
-                               BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, cudaStream_t s) {
+                               BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, Stream s) {
   if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
   if (!indexer_scores_mqa_supported(heads, st, L) || reinterpret_cast<uintptr_t>(q) % 16 != 0) return cudaErrorInvalidValue;
   // 64+ rows: 8 tiles per block, so that each row's queries are staged 8x less often; and where the

@@ -169,12 +169,11 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <bool kSwiglu>
 cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w, const bf16_t* w_up, int64_t k, int64_t n, float limit, const int4* tiles,
-                             const int32_t* n_tiles, int max_tiles, bf16_t* h, float* y, cudaStream_t s) {
+                             const int32_t* n_tiles, int max_tiles, bf16_t* h, float* y, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   constexpr int per_block = kSwiglu ? kCols / 2 : kCols;
-  if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)) || !wgmma_supported())
+  if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)))
     return cudaErrorInvalidValue;
-  if (const cudaError_t e = allow_smem<moe_wgmma_kernel<kSwiglu>>(kSmemBytes); e != cudaSuccess) return e;
   launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w), reinterpret_cast<const __nv_bfloat16*>(w_up), k,
       n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), y);
@@ -183,13 +182,18 @@ cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16
 
 }  // namespace
 
+cudaError_t prepare_moe_wgmma(size_t device_max) {
+  const cudaError_t e = allow_smem<moe_wgmma_kernel<true>>(kSmemBytes, device_max);
+  return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max) : e;
+}
+
 cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
-                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s) {
+                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s) {
   return launch_moe_wgmma<true>(x, sources, w1, w3, d, inter, limit, tiles, n_tiles, max_tiles, h, nullptr, s);
 }
 
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                           int max_tiles, float* y, bf16_t* y_bf16, cudaStream_t s) {
+                           int max_tiles, float* y, bf16_t* y_bf16, Stream s) {
   if (!y == !y_bf16) return cudaErrorInvalidValue;
   return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y_bf16, y, s);
 }

@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
 
 cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, const float* norm, float norm_eps,
                           RopeDev rope, bool indexer, const CompressJob* jobs, const int32_t* n_jobs, int max_jobs,
-                          BatchDev b, StateDev st, LayerDev L, float* part, cudaStream_t s) {
+                          BatchDev b, StateDev st, LayerDev L, float* part, Stream s) {
   if (max_jobs <= 0) return cudaSuccess;
   const int dim = indexer ? L.index_dim : L.head_dim;
   // A thread per channel (up to 512): each walks its channel's slots (or its run of them).
@@ -551,20 +551,20 @@ cudaError_t compress_pool(const float* kv, const float* gate, const float* ape, 
 int compress_pool_runs(const LayerDev& L) { return std::max(1, window_slots(L) / kCompressRunSlots); }
 
 cudaError_t compress_ring_write(const float* kv, const float* gate, const float* ape, bool indexer, BatchDev b,
-                                StateDev st, LayerDev L, cudaStream_t s) {
+                                StateDev st, LayerDev L, Stream s) {
   if (b.rows <= 0) return cudaSuccess;
   launch(compress_ring_kernel, b.rows, 128, 0, s)(kv, gate, ape, indexer, b, st, L);
   return cudaGetLastError();
 }
 
-cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, cudaStream_t s) {
+cudaError_t window_write(const float* kv, BatchDev b, StateDev st, LayerDev L, Stream s) {
   if (b.rows <= 0 || L.window <= 0) return cudaSuccess;
   launch(window_kernel, b.rows, 128, 0, s)(kv, b, st, L);
   return cudaGetLastError();
 }
 
 cudaError_t attention(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols,
-                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits,
+                      int heads, BatchDev b, StateDev st, LayerDev L, float* out, Stream s, int n_splits,
                       float* partial, RopeDev unrope) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   const int hd = L.head_dim;
@@ -582,7 +582,7 @@ cudaError_t attention(const float* q, const float* kv, const float* sinks, const
 }
 
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
-                              cudaStream_t s, RopeDev unrope, const int32_t* positions) {
+                              Stream s, RopeDev unrope, const int32_t* positions) {
   if (row_heads <= 0) return cudaSuccess;
   if (n_splits < 1 || n_splits > kMaxAttnSplits || row_heads > 2147483647 ||
       (unrope.inv_freq && (!positions || unrope.rope_dim % 2 != 0 || unrope.rope_dim > hd)))
@@ -593,7 +593,7 @@ cudaError_t attention_combine(const float* partial, const float* sinks, int64_t 
 
 cudaError_t indexer_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows,
                            int64_t max_visible, BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld,
-                           cudaStream_t s) {
+                           Stream s) {
   if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
   const int dim = L.index_dim;
   const size_t smem = sizeof(float) * (static_cast<size_t>(heads) * (dim + 1) + heads + static_cast<size_t>(kIdxWarps) * dim);
@@ -609,7 +609,7 @@ cudaError_t indexer_scores(const float* q, const float* weights, int heads, int6
 }
 
 cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_t n_rows, int rate, BatchDev b, int k,
-                      int32_t* out, cudaStream_t s) {
+                      int32_t* out, Stream s) {
   if (n_rows <= 0 || k <= 0) return cudaSuccess;
   if (k > 4096 || rate <= 0) return cudaErrorInvalidValue;
   // Blocks as small as keep a row (of at most ld entries) in registers at <= 8 entries a thread: a

@@ -131,11 +131,11 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     if (mode_ == Mode::kCapture) {  // a forward whose work never ran: drop it
       cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream_, &g);
+      cudaStreamEndCapture(stream_.id, &g);
       if (g) cudaGraphDestroy(g);
       cudaGetLastError();
     }
-    if (stream_) cudaStreamSynchronize(stream_);
+    if (stream_.id) cudaStreamSynchronize(stream_.id);
     clear_graphs();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     for (int i = 0; i < 2; ++i) {
@@ -143,20 +143,20 @@ class CudaBackend final : public Backend {
       if (meta_host_[i]) cudaFreeHost(meta_host_[i]);
     }
     if (moe_host_) cudaFreeHost(moe_host_);
-    if (side_stream_) cudaStreamSynchronize(side_stream_);
+    if (side_stream_.id) cudaStreamSynchronize(side_stream_.id);
     if (blas_) cublasDestroy(blas_);
     if (blas_ws_) cudaFree(blas_ws_);
     if (side_blas_) cublasDestroy(side_blas_);
     if (side_blas_ws_) cudaFree(side_blas_ws_);
     if (fork_event_) cudaEventDestroy(fork_event_);
     if (join_event_) cudaEventDestroy(join_event_);
-    if (side_stream_) cudaStreamDestroy(side_stream_);
+    if (side_stream_.id) cudaStreamDestroy(side_stream_.id);
     if (counters_) cudaFree(counters_);
     if (post_mix_) cudaFree(post_mix_);
     if (slots_) cudaFree(slots_);
     if (blocks_) cudaFree(blocks_);
     if (meta_dev_) cudaFree(meta_dev_);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (stream_.id) cudaStreamDestroy(stream_.id);
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_) + (fp32_ ? " (fp32)" : ""); }
@@ -336,9 +336,9 @@ class CudaBackend final : public Backend {
     blocks_ = b.value();
     // On this stream (non-blocking: a plain cudaMemset on the legacy stream would not be ordered
     // before its later work).
-    cudaError_t e = cudaMemsetAsync(slots_, 0, std::max<size_t>(slot_n, 1) * 4, stream_);
-    if (e == cudaSuccess) e = cudaMemsetAsync(blocks_, 0, std::max<size_t>(block_n, 1) * 4, stream_);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+    cudaError_t e = cudaMemsetAsync(slots_, 0, std::max<size_t>(slot_n, 1) * 4, stream_.id);
+    if (e == cudaSuccess) e = cudaMemsetAsync(blocks_, 0, std::max<size_t>(block_n, 1) * 4, stream_.id);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_.id);
     if (e != cudaSuccess) return cuda_error(e, "zeroing model state");
     layers_.clear();
     for (const LayerStateLayout& L : layout.layers) {
@@ -363,7 +363,7 @@ class CudaBackend final : public Backend {
     if (!flush_pending()) return;
     if (slot < 0 || slot >= n_slots_) return fail(make_error(Code::kInternal, "reset_slot({}) outside the {} slots", slot, n_slots_));
     if (layout_.slot_floats == 0) return;
-    check(cudaMemsetAsync(slots_ + static_cast<size_t>(slot) * layout_.slot_floats, 0, layout_.slot_floats * 4, stream_), "reset_slot");
+    check(cudaMemsetAsync(slots_ + static_cast<size_t>(slot) * layout_.slot_floats, 0, layout_.slot_floats * 4, stream_.id), "reset_slot");
   }
 
   // --- one forward
@@ -426,8 +426,8 @@ class CudaBackend final : public Backend {
 
     // No wait for the previous forward: this stream runs the work in order, so it is done with the
     // scratch, temporaries and device metadata before this one's uses them.
-    scratch_.reset(stream_);
-    temp_.reset(stream_);
+    scratch_.reset(stream_.id);
+    temp_.reset(stream_.id);
 
     // Windows that close in this step, per compress rate (the compress jobs).
     std::vector<std::pair<int, std::vector<int32_t>>> jobs;  // rate -> (seq, w) pairs
@@ -480,10 +480,10 @@ class CudaBackend final : public Backend {
       h[o_cnt + i] = static_cast<int32_t>(jobs[i].second.size() / 2);
     }
     if (n > 0) {
-      e = cudaMemcpyAsync(meta_dev_, h, 4 * n, cudaMemcpyHostToDevice, stream_);
+      e = cudaMemcpyAsync(meta_dev_, h, 4 * n, cudaMemcpyHostToDevice, stream_.id);
       if (e != cudaSuccess) return cuda_error(e, "uploading batch metadata");
     }
-    e = cudaEventRecord(meta_event_[slot], stream_);
+    e = cudaEventRecord(meta_event_[slot], stream_.id);
     if (e != cudaSuccess) return cuda_error(e, "recording a metadata event");
     int32_t* d = meta_dev_;
     bdev_.tokens = d + o_tok;
@@ -523,7 +523,7 @@ class CudaBackend final : public Backend {
         mode_ = Mode::kReplay;
         current_ = &g;
       } else if (g.seen && !g.broken) {  // the eager run sized the arenas: capture this one
-        e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+        e = cudaStreamBeginCapture(stream_.id, cudaStreamCaptureModeRelaxed);
         if (e != cudaSuccess) {
           cudaGetLastError();
           g.broken = true;
@@ -630,7 +630,7 @@ class CudaBackend final : public Backend {
   }
 
   void apply(const BackendOptions& o) {
-    kn::set_pdl(o.pdl);
+    stream_.pdl = side_stream_.pdl = o.pdl;
     zero_all_scratch_ = o.zero_scratch;
     graphs_allowed_ = o.graphs;
     graphs_on_ = graphs_wanted_ && graphs_allowed_;
@@ -658,9 +658,9 @@ class CudaBackend final : public Backend {
     auto median_ms = [&](auto&& body, int reps) -> Result<double> {
       std::vector<float> t;
       for (int i = 0; i < reps + 3; ++i) {
-        cudaEventRecord(ev[0], stream_);
+        cudaEventRecord(ev[0], stream_.id);
         body();
-        cudaEventRecord(ev[1], stream_);
+        cudaEventRecord(ev[1], stream_.id);
         cudaError_t r = cudaEventSynchronize(ev[1]);
         if (r != cudaSuccess) return cuda_error(r, "timing a ceiling");
         float ms = 0;
@@ -679,7 +679,7 @@ class CudaBackend final : public Backend {
       if (e == cudaSuccess) e = cudaMalloc(&b, bytes);
       if (e == cudaSuccess) e = kn::fill_random(static_cast<float*>(a), nullptr, bytes / 4, 0.0f, 1.0f, 1, stream_);
       if (e == cudaSuccess) {
-        auto ms = median_ms([&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream_); }, 20);
+        auto ms = median_ms([&] { cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream_.id); }, 20);
         if (ms) c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / (ms.value() * 1e-3);
         else status = ms.error();
       } else {
@@ -930,7 +930,7 @@ class CudaBackend final : public Backend {
     } else {
       auto* p = static_cast<int32_t*>(temp(rows.size() * 4));
       if (!p) return;
-      if (!check(cudaMemcpyAsync(p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_), "gather_rows upload")) return;
+      if (!check(cudaMemcpyAsync(p, rows.data(), rows.size() * 4, cudaMemcpyHostToDevice, stream_.id), "gather_rows upload")) return;
       d = p;
     }
     check(kn::gather_rows(x.data, x.cols, d, out.rows, out.data, stream_), "gather_rows");
@@ -1470,7 +1470,7 @@ class CudaBackend final : public Backend {
       if (!xb) return;
       const bool beside = mode_ == Mode::kEager;
       if (beside) {  // (every launch and product below goes to stream_ and blas_: swapped for the shared expert)
-        if (!check(cudaEventRecord(fork_event_, stream_), "fork") || !check(cudaStreamWaitEvent(side_stream_, fork_event_), "fork")) return;
+        if (!check(cudaEventRecord(fork_event_, stream_.id), "fork") || !check(cudaStreamWaitEvent(side_stream_.id, fork_event_), "fork")) return;
         std::swap(stream_, side_stream_);
         std::swap(blas_, side_blas_);
       }
@@ -1478,7 +1478,7 @@ class CudaBackend final : public Backend {
       if (beside) {
         std::swap(stream_, side_stream_);
         std::swap(blas_, side_blas_);
-        join_pending_ = check(cudaEventRecord(join_event_, side_stream_), "join");
+        join_pending_ = check(cudaEventRecord(join_event_, side_stream_.id), "join");
       }
       if (shared_ok) routed_experts(x, xb, experts, weights, routed, out);
       join_side();
@@ -1502,7 +1502,7 @@ class CudaBackend final : public Backend {
 
   // The main stream waits for the shared expert's side-stream work (moe_ffn), if any is pending.
   void join_side() {
-    if (join_pending_) check(cudaStreamWaitEvent(stream_, join_event_), "join");
+    if (join_pending_) check(cudaStreamWaitEvent(stream_.id, join_event_), "join");
     join_pending_ = false;
   }
 
@@ -1544,7 +1544,7 @@ class CudaBackend final : public Backend {
    public:
     Op(CudaBackend& b, const char* name, int64_t n = 0, int64_t k = 0) : b_(b) {
       if (b_.op_depth_++ != 0 || b_.failed_ || b_.mode_ == Mode::kReplay) return;
-      b_.temp_.reset(b_.stream_, b_.mode_ != Mode::kCapture);
+      b_.temp_.reset(b_.stream_.id, b_.mode_ != Mode::kCapture);
       if (b_.profiling_) prof_ = b_.prof_begin(name, n, k);
     }
     ~Op() {
@@ -1561,11 +1561,12 @@ class CudaBackend final : public Backend {
   Result<void> init(const CudaFeatures& features) {
     DI_TRYV(set_device());
     wgmma_ = features.wgmma && kn::wgmma_supported();
-    cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (const cudaError_t e = kn::prepare_device(wgmma_); e != cudaSuccess) return cuda_error(e, "preparing the kernels");
+    cudaError_t e = cudaStreamCreateWithFlags(&stream_.id, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cuda_error(e, "creating a stream");
     int low = 0, high = 0;  // the side stream's blocks go first where both have some waiting
     e = cudaDeviceGetStreamPriorityRange(&low, &high);
-    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, high);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&side_stream_.id, cudaStreamNonBlocking, high);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming);
     if (e != cudaSuccess) return cuda_error(e, "creating the side stream");
@@ -1573,8 +1574,8 @@ class CudaBackend final : public Backend {
       e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
       if (e != cudaSuccess) return cuda_error(e, "creating an event");
     }
-    DI_TRYV(create_blas(stream_, blas_, blas_ws_));
-    DI_TRYV(create_blas(side_stream_, side_blas_, side_blas_ws_));  // (its own workspace: both may run at once)
+    DI_TRYV(create_blas(stream_.id, blas_, blas_ws_));
+    DI_TRYV(create_blas(side_stream_.id, side_blas_, side_blas_ws_));  // (its own workspace: both may run at once)
     DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
     counters_ = c;
     DI_TRY(pm, device_alloc<float>(kPostMixFloats, "hyper-connection mix partials"));
@@ -1609,7 +1610,7 @@ class CudaBackend final : public Backend {
   }
 
   Result<void> sync(const char* what) {
-    cudaError_t e = cudaStreamSynchronize(stream_);
+    cudaError_t e = cudaStreamSynchronize(stream_.id);
     if (e != cudaSuccess) return cuda_error(e, what);
     return ok();
   }
@@ -1650,7 +1651,7 @@ class CudaBackend final : public Backend {
     current_ = nullptr;
     if (m == Mode::kCapture) {
       cudaGraph_t graph = nullptr;
-      cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+      cudaError_t e = cudaStreamEndCapture(stream_.id, &graph);
       if (e == cudaSuccess && graph && !failed_) e = cudaGraphInstantiate(&g->exec, graph, 0);
       if (graph) cudaGraphDestroy(graph);
       if (e != cudaSuccess || failed_ || !g->exec) {
@@ -1665,7 +1666,7 @@ class CudaBackend final : public Backend {
         return error_;
       }
     }
-    cudaError_t e = cudaGraphLaunch(g->exec, stream_);
+    cudaError_t e = cudaGraphLaunch(g->exec, stream_.id);
     if (e != cudaSuccess) {
       fail(cuda_error(e, "launching a decode graph"));
       return error_;
@@ -1703,7 +1704,7 @@ class CudaBackend final : public Backend {
     }
     if (zero && mode_ != Mode::kReplay) {  // (the graph zero-fills it)
       const int pr = profiling_ && op_depth_ == 0 ? prof_begin("scratch zero-fill", 0, 0) : -1;
-      check(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, stream_), "zeroing scratch");
+      check(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, stream_.id), "zeroing scratch");
       if (pr >= 0) prof_end(pr);
     }
     return p;
@@ -1724,7 +1725,7 @@ class CudaBackend final : public Backend {
   int prof_begin(const char* name, int64_t n, int64_t k) {
     if (!next_event()) return -1;
     const size_t start = events_used_ - 1;
-    if (cudaEventRecord(events_[start], stream_) != cudaSuccess) {
+    if (cudaEventRecord(events_[start], stream_.id) != cudaSuccess) {
       cudaGetLastError();
       return -1;
     }
@@ -1738,7 +1739,7 @@ class CudaBackend final : public Backend {
       return;
     }
     prof_[i].end = events_used_ - 1;
-    if (cudaEventRecord(events_[prof_[i].end], stream_) != cudaSuccess) cudaGetLastError();
+    if (cudaEventRecord(events_[prof_[i].end], stream_.id) != cudaSuccess) cudaGetLastError();
   }
 
   template <class T>
@@ -1746,7 +1747,7 @@ class CudaBackend final : public Backend {
     DI_TRYV(flush_pending());
     if (failed_) return error_;
     if (n > 0) {
-      cudaError_t e = cudaMemcpyAsync(host, dev, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost, stream_);
+      cudaError_t e = cudaMemcpyAsync(host, dev, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost, stream_.id);
       if (e != cudaSuccess) return cuda_error(e, "reading a tensor");
     }
     DI_TRYV(sync("reading a tensor"));
@@ -1758,7 +1759,7 @@ class CudaBackend final : public Backend {
     DI_TRYV(flush_pending());
     if (failed_) return error_;
     if (n > 0) {
-      cudaError_t e = cudaMemcpyAsync(dev, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_);
+      cudaError_t e = cudaMemcpyAsync(dev, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_.id);
       if (e != cudaSuccess) return cuda_error(e, "writing a tensor");
     }
     DI_TRYV(sync("writing a tensor"));
@@ -1827,8 +1828,8 @@ class CudaBackend final : public Backend {
   bool blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d, int64_t inter, float limit,
                     const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows, const float* weights, bool& done) {
     std::vector<int32_t> counts(static_cast<size_t>(n_exp));
-    if (!check(cudaMemcpyAsync(counts.data(), plan.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream_), "moe counts to host") ||
-        !check(cudaStreamSynchronize(stream_), "moe counts to host"))
+    if (!check(cudaMemcpyAsync(counts.data(), plan.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream_.id), "moe counts to host") ||
+        !check(cudaStreamSynchronize(stream_.id), "moe counts to host"))
       return false;
     struct Group {
       size_t begin, end;  // in `order`
@@ -1884,7 +1885,7 @@ class CudaBackend final : public Backend {
                             w2.b16 + e * d * inter, h + row * inter, y + row * d};   // down
         for (int j = 0; j < 9; ++j) ptr[j * n_act + i] = p[j];
       }
-    if (!check(cudaMemcpyAsync(tables, moe_host_, table_bytes, cudaMemcpyHostToDevice, stream_), "expert tables to the device")) return false;
+    if (!check(cudaMemcpyAsync(tables, moe_host_, table_bytes, cudaMemcpyHostToDevice, stream_.id), "expert tables to the device")) return false;
     const auto* dptr = reinterpret_cast<const void* const*>(tables + base_bytes);
     if (!check(kn::moe_slab_positions(experts, plan.local, entries, reinterpret_cast<const int32_t*>(tables), pos, stream_),
                "moe slab positions") ||
@@ -1987,12 +1988,12 @@ class CudaBackend final : public Backend {
 
   int device_;
   bool fp32_ = false;  // reference mode: every weight fp32, every product in fp32
-  cudaStream_t stream_ = nullptr;
+  kn::Stream stream_;  // the stream of every op, and the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
   // moe_ffn's shared expert beside the routed products (eager prefill): its stream, cuBLAS handle and
   // workspace, the events that order it after x's bf16 copy and the routed sums after it.
-  cudaStream_t side_stream_ = nullptr;
+  kn::Stream side_stream_;
   cublasHandle_t side_blas_ = nullptr;
   void* side_blas_ws_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
