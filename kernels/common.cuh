@@ -269,7 +269,7 @@ __device__ __forceinline__ int32_t rows_visible(const BatchDev& b, const LayerDe
 }
 
 // Hyper-connection mixes (mix_partial): columns per partial, and the tensor-core path for many rows
-// (mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).
+// (hc_mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).
 inline constexpr int kMixChunk = 512, kMixMmaMaxOut = 24, kMixMmaMinRows = 1024;
 cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, Stream s);
 

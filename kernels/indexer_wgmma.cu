@@ -1,5 +1,5 @@
 // The lightning indexer's scores on Hopper's warpgroup MMA (prefill): the scores of
-// indexer_scores_mqa (kernels/indexer_mqa.cu), score[e] = sum over heads h of relu(q_h . k_e) / sqrt(dim)
+// indexer_scores_mqa (kernels/indexer.cu), score[e] = sum over heads h of relu(q_h . k_e) / sqrt(dim)
 // * w_h / sqrt(heads), with the keys read from a bf16 table of the forward's index keys
 // (key_table.cu, kIndexer).
 //

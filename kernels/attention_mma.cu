@@ -4,7 +4,7 @@
 // One block per (row, group of 64 heads, share of the keys). The block converts its 64 query heads
 // to bf16 in shared memory once, then walks the row's keys (sliding window, then the selected or
 // all compressed entries) in tiles of 32: each key is read once for all 64 heads, which is the point
-// (the fp32 kernel in state.cu re-reads it per head). Per tile: S = Q K^T (mma.sync m16n8k16), an
+// (the fp32 kernel in attention.cu re-reads it per head). Per tile: S = Q K^T (mma.sync m16n8k16), an
 // online softmax on S, O += P V with V = the same tile. Eight warps: warp w owns heads
 // 16 (w % 4) .. +16 and, for O, dims 256 (w / 4) .. +256, so O stays in registers (128 per thread).
 #include "common.cuh"
