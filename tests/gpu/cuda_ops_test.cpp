@@ -386,26 +386,61 @@ TEST_F(CudaOps, HyperConnections) {
     }
     // hc_post told the next op's mix weights (a decode batch computes that mix with the new
     // streams), then that op: hc_pre, and for the last layer hc_head.
+    // The next site's mix computed by hc_post with the new streams where the launch takes it (decode
+    // rows, d % 4 == 0, a mix of at most 64 outputs), handed to that op: hc_pre, for the last layer hc_head.
     for (int last = 0; last < 2; ++last) {
       auto ns = t.zeros(c.T, D);
+      const DeviceWeight* next_g = last ? hfn.g.get() : fn.g.get();
       t.cpu->hc_post(streams.c, out.c, post.c, comb.c, ns.c, last ? hfn.c.get() : fn.c.get());
-      t.gpu->hc_post(streams.g, out.g, post.g, comb.g, ns.g, last ? hfn.g.get() : fn.g.get());
+      const HcMixAhead ahead = t.gpu->hc_post(streams.g, out.g, post.g, comb.g, ns.g, next_g);
       t.compare("hc_post with the next mix " + tag, ns, 1e-4);
+      EXPECT_EQ(ahead.id != 0, c.T <= 4 && c.d % 4 == 0 && next_g->rows <= 64) << "the mix computed ahead: " << tag;
       if (last) {
         auto h2 = t.zeros(c.T, c.d);
         t.cpu->hc_head(ns.c, hc_c, h2.c);
-        t.gpu->hc_head(ns.g, hc_g, h2.g);
+        t.gpu->hc_head(ns.g, hc_g, h2.g, ahead);
         t.compare("hc_head after hc_post " + tag, h2, 1e-4);
       } else {
         auto c2 = t.zeros(c.T, c.d), p2 = t.zeros(c.T, c.hc), m2 = t.zeros(c.T, c.hc * c.hc);
         t.cpu->hc_pre(ns.c, hcc, c2.c, p2.c, m2.c);
-        t.gpu->hc_pre(ns.g, hcg, c2.g, p2.g, m2.g);
+        t.gpu->hc_pre(ns.g, hcg, c2.g, p2.g, m2.g, ahead);
         t.compare("hc_pre after hc_post: collapsed " + tag, c2, 1e-4);
         t.compare("hc_pre after hc_post: post " + tag, p2, 1e-4);
         t.compare("hc_pre after hc_post: comb " + tag, m2, 1e-4);
       }
     }
   }
+}
+
+// A mix computed ahead belongs to the streams and weights hc_post was given: handed to an op on other
+// streams it is an error the next read reports (not a silently wrong mix); the next forward runs.
+TEST_F(CudaOps, HyperConnectionMixAheadOfOtherStreamsIsAnError) {
+  const int hc = 4, mix = (2 + hc) * hc;
+  const int64_t d = 64, D = hc * d;
+  const int32_t T = 2;
+  ForwardBatch b = rows_batch(T);
+  t.begin(b);
+  auto streams = t.tensor(testing::randn(static_cast<size_t>(T * D), rng), T, D);
+  auto out = t.tensor(testing::randn(static_cast<size_t>(T * d), rng), T, d);
+  auto post = t.tensor(testing::randn(static_cast<size_t>(T * hc), rng), T, hc);
+  auto comb = t.tensor(testing::randn(static_cast<size_t>(T * hc * hc), rng), T, hc * hc);
+  auto fn = t.floats(testing::randn(static_cast<size_t>(mix * D), rng, 0.05f), mix, D);
+  auto base = t.floats(testing::randn(mix, rng), 1, mix);
+  auto scale = t.floats({0.8f, 1.1f, 1.7f}, 1, 3);
+  HyperConnection hcg{fn.g.get(), base.g.get(), scale.g.get(), hc, 3, 1e-6f, 1e-6f};
+  auto ns = t.zeros(T, D);
+  const HcMixAhead ahead = t.gpu->hc_post(streams.g, out.g, post.g, comb.g, ns.g, fn.g.get());
+  ASSERT_NE(ahead.id, 0u);
+  auto collapsed = t.zeros(T, d), p2 = t.zeros(T, hc), m2 = t.zeros(T, hc * hc);
+  t.gpu->hc_pre(streams.g, hcg, collapsed.g, p2.g, m2.g, ahead);  // (the old streams)
+  std::vector<float> host(static_cast<size_t>(T * d));
+  auto r = t.gpu->read(collapsed.g, host.data());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kInternal) << r.error().message;
+  EXPECT_NE(r.error().message.find("computed ahead"), std::string::npos) << r.error().message;
+  auto again = t.gpu->begin_forward(b);
+  EXPECT_FALSE(again);  // (the kept error, once)
+  t.begin(b);
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ struct StateCase {
   int head_dim, heads, rope_dim, window, csa_rate, hca_rate, index_dim, index_heads, topk;
 };
 
+inline void PrintTo(const StateCase& c, std::ostream* os) { *os << "head_dim " << c.head_dim << " x " << c.heads << " heads"; }
+
 // Sliding, CSA and HCA layers, as DeepseekV4::state_layout describes them.
 StateLayout layout_for(const StateCase& c, int block_tokens) {
   return make_state_layout({{c.head_dim, c.window, 0, false, 0},

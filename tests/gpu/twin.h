@@ -36,6 +36,7 @@ struct GpuVariant {
   bool fp32_weights;
   CudaFeatures features;
 };
+inline void PrintTo(const GpuVariant& v, std::ostream* os) { *os << v.name; }
 inline std::vector<GpuVariant> gpu_variants() {
   return {{"bf16", false, {}}, {"bf16 without wgmma", false, CudaFeatures{false}}, {"fp32", true, {}}};
 }
