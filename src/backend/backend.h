@@ -162,9 +162,12 @@ class Backend {
   virtual IntTensor scratch_int_uninit(int64_t rows, int64_t cols) { return scratch_int(rows, cols); }
   // Scratch for layer `layer`'s attention query [rows, cols], which the next product writes in full.
   // Its storage is the backend's choice (the CUDA backend keeps a prefill query in bf16, what its
-  // tensor-core attention reads), so only these ops may touch it: the product that writes it
-  // (linear, linears, rms_norm_linears), rms_norm_rope / rms_norm_rope_pair (as x or a, in place), and
-  // attention / attention_projected, which consume it (it is not read after them).
+  // tensor-core attention reads), so only these ops may touch it, in this order and within one scratch
+  // scope (no scratch_release in between): the product that writes it (linear, linears,
+  // rms_norm_linears), rms_norm_rope / rms_norm_rope_pair (as x or a, in place, weightless: a backend
+  // may leave this norm + rope to the attention, which applies it as it loads the query), and
+  // attention / attention_projected, which consume it (it is not read after them). The backend knows
+  // the query by its data pointer.
   virtual Tensor attention_query(int layer, int64_t rows, int64_t cols) {
     (void)layer;
     return scratch_uninit(rows, cols);
