@@ -251,7 +251,7 @@ constexpr int kTopkPer = 16;
 // without memory reads, and the compaction is one scan (two with ties) instead of one a chunk
 // (at 32K context the chunked version took 23 us a call).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restrict__ scores, int64_t ld, int64_t row_begin,
-                                                            int rate, BatchDev b, int k, bool regs, int32_t* __restrict__ out) {
+                                                            int rate, BatchDev b, int k, int32_t* __restrict__ out) {
   pdl_begin();
   __shared__ int hist[256];
   __shared__ int red[33];
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(const float* __restr
   const int tid = threadIdx.x, lane = tid & 31;
   int32_t* o = out + r * k;
   const int64_t take = visible < k ? visible : k;
-  const bool in_regs = regs && visible <= static_cast<int64_t>(kTopkPer) * blockDim.x;
+  const bool in_regs = visible <= static_cast<int64_t>(kTopkPer) * blockDim.x;
 
   // In registers: thread t holds entries [per t, per t + per), per as small as the row allows (the
   // loops below run per times for every thread).
@@ -373,7 +373,7 @@ cudaError_t topk_rows(const float* scores, int64_t ld, int64_t row_begin, int64_
   // row's passes are a chain of barriers, so more rows a multiprocessor (8 blocks of 256 threads
   // rather than 2 of 1024) hide each other's. (radix_digit reads the histogram with 256 threads.)
   const int threads = static_cast<int>(std::clamp<int64_t>((ld + 8 * 32 - 1) / (8 * 32) * 32, 256, kTopkThreads));
-  launch(topk_kernel, static_cast<unsigned>(n_rows), threads, 0, s)(scores, ld, row_begin, rate, b, k, true, out);
+  launch(topk_kernel, static_cast<unsigned>(n_rows), threads, 0, s)(scores, ld, row_begin, rate, b, k, out);
   return cudaGetLastError();
 }
 

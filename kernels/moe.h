@@ -59,9 +59,9 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
 // unpermuted bf16 input, through the plan's sources (no gathered copy).
 cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
                               float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s);
-// Down writes y in fp32 or (y null) in bf16 to y_bf16.
+// Down writes y in bf16 (half the bytes the combine reads; the tolerance of bf16 products holds).
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                           int max_tiles, float* y, bf16_t* y_bf16, Stream s);
+                           int max_tiles, bf16_t* y, Stream s);
 // fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, Stream s);
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,

@@ -167,8 +167,7 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
       // The wgmma down product writes y in bf16 (half the bytes written and read back by the combine;
       // the 1.5e-2 tolerance of bf16 products holds).
       y_bf16 = wgmma;
-      if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, y_bf16 ? nullptr : y,
-                                            y_bf16 ? reinterpret_cast<kn::bf16_t*>(y) : nullptr, stream_)
+      if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, reinterpret_cast<kn::bf16_t*>(y), stream_)
                        : kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
                  "moe down"))
         return;
