@@ -378,8 +378,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
 #endif
 }
 
-bool g_attention_persistent = true;  // (set_attention_persistent)
-
 int multiprocessors() {  // of the current device (0 where unknown: one block an item)
   int dev = 0, n = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
@@ -391,36 +389,32 @@ int multiprocessors() {  // of the current device (0 where unknown: one block an
 
 }  // namespace
 
-void set_attention_persistent(bool on) { g_attention_persistent = on; }
-
 bool wgmma_supported() {
-  static const bool ok = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    cudaFuncAttributes fa{};
-    // The kernel must have been built for sm_90a (its ptxVersion/binaryVersion 90).
-    if (cudaFuncGetAttributes(&fa, mqa_attention_wgmma_kernel) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major == 9 && minor == 0 && fa.binaryVersion == 90;
-  }();
-  return ok;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaFuncAttributes fa{};
+  // The kernel must have been built for sm_90a (its ptxVersion/binaryVersion 90).
+  if (cudaFuncGetAttributes(&fa, mqa_attention_wgmma_kernel) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0 && fa.binaryVersion == 90;
 }
+
+cudaError_t prepare_attention_wgmma(size_t device_max) { return allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes, device_max); }
 
 cudaError_t attention_wgmma(const float* q, const bf16_t* qb, KeyTableDev t, const float* sinks, const int32_t* selected,
                             int64_t sel_cols, int heads, BatchDev b, StateDev st, LayerDev L, bf16_t* out, RopeDev unrope,
-                            QueryNorm qn, cudaStream_t s) {
+                            QueryNorm qn, Stream s) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
-  if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first || !wgmma_supported()) return cudaErrorInvalidValue;
-  if (const cudaError_t e = allow_smem<mqa_attention_wgmma_kernel>(kSmemBytes); e != cudaSuccess) return e;
+  if (L.head_dim != kHd || !t.kv || !t.rows || !t.seq_first) return cudaErrorInvalidValue;
   int64_t blocks = static_cast<int64_t>(b.rows) * ((heads + kHeads - 1) / kHeads);
   if (blocks > 2147483647) return cudaErrorInvalidValue;
-  if (const int sms = multiprocessors(); g_attention_persistent && sms > 0) blocks = std::min<int64_t>(blocks, sms);  // (one block a multiprocessor fits)
+  if (const int sms = multiprocessors(); sms > 0) blocks = std::min<int64_t>(blocks, sms);  // (one block a multiprocessor fits)
   if ((q == nullptr) == (qb == nullptr)) return cudaErrorInvalidValue;
   if (qn.eps >= 0.0f && (!qb || !qn.rope.inv_freq || qn.rope.rope_dim % 2 != 0 || qn.rope.rope_dim > 64)) return cudaErrorInvalidValue;
   const bool unrope_here = unrope.inv_freq && unrope.rope_dim % 2 == 0 && unrope.rope_dim <= 64;  // (else a pass after)

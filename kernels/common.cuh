@@ -16,8 +16,8 @@ inline constexpr unsigned kFull = 0xffffffffu;
 // streaming ones may first ask L2 for weights, which no kernel writes): wait until the kernel before
 // it in the stream has finished and its writes are visible, then let the next kernel launch, so that
 // its blocks are scheduled (and reach their own wait) while this one runs; the launch and ramp-up of
-// each small decode kernel overlap the previous one. Without the launch attribute (set_pdl(false),
-// or a launch by another library) both instructions do nothing.
+// each small decode kernel overlap the previous one. Without the launch attribute (Stream::pdl
+// false, or a launch by another library) both instructions do nothing.
 __device__ __forceinline__ void pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -25,16 +25,23 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
-// Raises Kernel's dynamic shared-memory limit (above the default 48 KB) to `bytes`, once per kernel:
-// later calls return at once (the limit the first call set stays).
+// Raises Kernel's dynamic shared-memory limit (above the default 48 KB) to `bytes` on the current
+// device, unless that is more than the device allows a block (`device_max`): its launches then fail.
 template <auto Kernel>
-cudaError_t allow_smem(size_t bytes) {
-  static bool done = false;
-  if (done) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  done = e == cudaSuccess;
-  return e;
+cudaError_t allow_smem(size_t bytes, size_t device_max) {
+  if (bytes > device_max) return cudaSuccess;
+  return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
+
+// Each kernel file's part of prepare_device: allow_smem for its kernels above 48 KB.
+cudaError_t prepare_attention_mma(size_t device_max);
+cudaError_t prepare_attention_wgmma(size_t device_max);
+cudaError_t prepare_hyper_connection(size_t device_max);
+cudaError_t prepare_hc_mix_mma(size_t device_max);
+cudaError_t prepare_indexer_mma(size_t device_max);
+cudaError_t prepare_indexer_wgmma(size_t device_max);
+cudaError_t prepare_moe(size_t device_max);
+cudaError_t prepare_moe_wgmma(size_t device_max);
 
 // launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute.
 template <typename... P>
@@ -50,14 +57,14 @@ struct Launch {
   }
 };
 template <typename... P>
-Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s) {
+Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, Stream s) {
   Launch<P...> l{kernel, {}, {}};
   l.cfg.gridDim = grid;
   l.cfg.blockDim = block;
   l.cfg.dynamicSmemBytes = smem;
-  l.cfg.stream = s;
+  l.cfg.stream = s.id;
   l.attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  l.attr.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  l.attr.val.programmaticStreamSerializationAllowed = s.pdl ? 1 : 0;
   return l;
 }
 
@@ -239,7 +246,7 @@ inline constexpr int kMaxAttnSplits = 32;
 // n_splits <= kMaxAttnSplits. With unrope.inv_freq, each output head's rope channels are rotated back
 // by its row's position (Backend::attention's unrope).
 cudaError_t attention_combine(const float* partial, const float* sinks, int64_t row_heads, int heads, int hd, int n_splits, float* out,
-                              cudaStream_t s, RopeDev unrope = {}, const int32_t* positions = nullptr);
+                              Stream s, RopeDev unrope = {}, const int32_t* positions = nullptr);
 
 // For a block's rows i0 .. i0 + R - 1 of a launch over rows row_begin .. row_begin + n_rows - 1 (the
 // indexer kernels): each row's visible compressed entries ((position + 1) / rate; 0 past n_rows) and
@@ -262,9 +269,9 @@ __device__ __forceinline__ int32_t rows_visible(const BatchDev& b, const LayerDe
 }
 
 // Hyper-connection mixes (mix_partial): columns per partial, and the tensor-core path for many rows
-// (mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).
+// (hc_mix_mma.cu; x and w 16-byte aligned, K % 4 == 0, n <= kMixMmaMaxOut).
 inline constexpr int kMixChunk = 512, kMixMmaMaxOut = 24, kMixMmaMinRows = 1024;
-cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, cudaStream_t s);
+cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, Stream s);
 
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;

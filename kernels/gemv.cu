@@ -8,17 +8,10 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kWarps = 8;   // per block
+constexpr int kWarps = 8;   // per block of the expert kernels
 constexpr int64_t kFewBlocks = 264;  // below ~2 blocks per multiprocessor (H100 / H200): spread thinner
-// gemv / gemv_list blocks: 4 warps (4 blocks a multiprocessor; measured ahead of kWarps at batch 1),
-// or kWarps (set_gemv_block_warps).
-int g_gemv_block_warps = 4;
-// One-row products of 4 outputs a warp: 2 chunks of each row in flight per lane (64 registers, 8
-// blocks of 4 warps a multiprocessor) instead of 4 (128 registers, 4 blocks); set_gemv_occupancy.
-bool g_gemv_occupancy = true;
-// The expert kernels likewise: half the loads in flight per lane, twice the blocks a multiprocessor
-// (set_expert_occupancy).
-bool g_expert_occupancy = true;
+// gemv / gemv_list blocks: 4 warps (4 blocks a multiprocessor; measured ahead of 8 at batch 1).
+constexpr int kGemvWarps = 4;
 
 // Eight bf16 weights (streamed past L1) dotted with eight fp32 activations.
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
@@ -321,7 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks) expert_down_kernel(const
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int R, bool kNorm>
-cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, cudaStream_t s) {
+cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, Stream s) {
   // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more
   // rows (their activations cost registers too), 1 where groups are odd.
   bool by4 = R == 1, by2 = true;
@@ -332,7 +325,7 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
     total += list.p[p].n_out;
   }
   const int J = by4 ? 4 : by2 ? 2 : 1;
-  const int W = g_gemv_block_warps;
+  constexpr int W = kGemvWarps;
   // Split the columns while fewer than ~16 warps per multiprocessor would run.
   const int64_t few_blocks = kFewBlocks * kWarps / W;
   int ks = 1;
@@ -349,16 +342,17 @@ cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvLi
     launch(kernel, grid, W * 32, 0, s)(x, rows, ldx, k, ks, list);
     return cudaGetLastError();
   };
+  // One-row products of 4 outputs a warp: 2 chunks of each row in flight per lane (64 registers, 8
+  // blocks of 4 warps a multiprocessor; 4 chunks with 128 registers and 4 blocks measured slower).
   if constexpr (R == 1) {
-    if (J == 4 && W == 4 && g_gemv_occupancy) return go(gemv_kernel<1, 4, 4, kNorm, 2, kNorm ? 6 : 8>);
-    if (J == 4) return W == 4 ? go(gemv_kernel<1, 4, 4, kNorm>) : go(gemv_kernel<1, 4, kWarps, kNorm>);
+    if (J == 4) return go(gemv_kernel<1, 4, W, kNorm, 2, kNorm ? 6 : 8>);
   }
-  if (J == 2) return W == 4 ? go(gemv_kernel<R, 2, 4, kNorm>) : go(gemv_kernel<R, 2, kWarps, kNorm>);
-  return W == 4 ? go(gemv_kernel<R, 1, 4, kNorm>) : go(gemv_kernel<R, 1, kWarps, kNorm>);
+  if (J == 2) return go(gemv_kernel<R, 2, W, kNorm>);
+  return go(gemv_kernel<R, 1, W, kNorm>);
 }
 
 template <bool kNorm>
-cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, const GemvList& list, Stream s) {
   if (rows == 1) return launch_gemv<1, kNorm>(x, rows, ldx, k, list, s);
   if (rows == 2) return launch_gemv<2, kNorm>(x, rows, ldx, k, list, s);
   return launch_gemv<4, kNorm>(x, rows, ldx, k, list, s);
@@ -366,15 +360,11 @@ cudaError_t launch_gemv_rows(const float* x, int rows, int64_t ldx, int64_t k, c
 
 }  // namespace
 
-void set_gemv_block_warps(int warps) { g_gemv_block_warps = warps == 4 ? 4 : kWarps; }
-void set_gemv_occupancy(bool on) { g_gemv_occupancy = on; }
-void set_expert_occupancy(bool on) { g_expert_occupancy = on; }
-
 bool gemv_supported(const float* x, int64_t ldx, const bf16_t* w, int64_t k) {
   return k > 0 && k % 8 == 0 && ldx % 4 == 0 && aligned16(x) && aligned16(w);
 }
 
-cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, cudaStream_t s) {
+cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, const GemvList& list, Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (rows > kGemvMaxRows || list.count < 1 || list.count > kGemvMaxProducts) return cudaErrorInvalidValue;
   GemvList l;
@@ -394,7 +384,7 @@ cudaError_t gemv_list(const float* x, int64_t rows, int64_t ldx, int64_t k, cons
 }
 
 cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int64_t n_out, int64_t k, int64_t n_group, float* out,
-                 int64_t ldo, cudaStream_t s) {
+                 int64_t ldo, Stream s) {
   GemvList list;
   list.count = 1;
   list.p[0] = GemvProduct{w, out, n_out, n_group, ldo};
@@ -402,20 +392,18 @@ cudaError_t gemv(const float* x, int64_t rows, int64_t ldx, const bf16_t* w, int
 }
 
 cudaError_t expert_gate_up(const float* x, int64_t d, int64_t rows, const GemvExperts& ex, int64_t inter, float limit, float* h,
-                           cudaStream_t s) {
+                           Stream s) {
   const int64_t entries = rows * ex.per_row();
   if (entries <= 0 || inter <= 0) return cudaSuccess;
   if (entries > 65535 || ex.top_k < 0 || ex.per_row() < 1 || !gemv_supported(x, d, ex.w1, d) || !aligned16(ex.w3) ||
       (ex.sw1 && (!aligned16(ex.sw1) || !aligned16(ex.sw3))))
     return cudaErrorInvalidValue;
-  // Two outputs per warp where that still gives ~2 blocks per multiprocessor, else one.
+  // Two outputs per warp where that still gives ~2 blocks per multiprocessor (2 chunks of a row in
+  // flight per lane, 4 blocks a multiprocessor), else one.
   const int64_t wide = (inter + kWarps * 2 - 1) / (kWarps * 2);
-  if (wide * entries >= kFewBlocks && g_expert_occupancy)
+  if (wide * entries >= kFewBlocks)
     launch(expert_gate_up_kernel<2, 2, 4>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(x, d, ex,
                                                                                                                              inter, limit, h);
-  else if (wide * entries >= kFewBlocks)
-    launch(expert_gate_up_kernel<2>, dim3(static_cast<unsigned>(wide), static_cast<unsigned>(entries)), kWarps * 32, 0, s)(x, d, ex, inter,
-                                                                                                                       limit, h);
   else
     launch(expert_gate_up_kernel<1>, dim3(static_cast<unsigned>((inter + kWarps - 1) / kWarps), static_cast<unsigned>(entries)), kWarps * 32,
            0, s)(x, d, ex, inter, limit, h);
@@ -427,7 +415,7 @@ constexpr int kDownJ = 4;  // outputs per warp of the down product with several 
 int64_t expert_down_counters(int64_t rows, int64_t d) { return rows * ((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)); }
 
 cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvExperts& ex, int64_t d, bool accumulate, float* out,
-                        float* part, unsigned* counters, cudaStream_t s) {
+                        float* part, unsigned* counters, Stream s) {
   const int64_t entries = rows * ex.per_row();
   if (entries <= 0 || d <= 0) return cudaSuccess;
   if (entries > 65535 || ex.per_row() < 1 || !gemv_supported(h, inter, ex.w2, inter) || (ex.sw2 && !aligned16(ex.sw2)) ||
@@ -436,13 +424,9 @@ cudaError_t expert_down(const float* h, int64_t inter, int64_t rows, const GemvE
   if (ex.per_row() == 1)  // (the shared expert alone) more, thinner blocks: there is one entry a row
     launch(expert_down_kernel<2>, dim3(static_cast<unsigned>((d + kWarps * 2 - 1) / (kWarps * 2)), static_cast<unsigned>(rows)), kWarps * 32,
            0, s)(h, inter, ex, d, accumulate, out, part, counters);
-  else if (g_expert_occupancy)
+  else  // (2 chunks of a row in flight per lane, 4 blocks a multiprocessor)
     launch(expert_down_kernel<kDownJ, 2, 4>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)),
                                                   static_cast<unsigned>(entries)),
-           kWarps * 32, 0, s)(h, inter, ex, d, accumulate, out, part, counters);
-  else
-    launch(expert_down_kernel<kDownJ>, dim3(static_cast<unsigned>((d + kWarps * kDownJ - 1) / (kWarps * kDownJ)),
-                                            static_cast<unsigned>(entries)),
            kWarps * 32, 0, s)(h, inter, ex, d, accumulate, out, part, counters);
   return cudaGetLastError();
 }

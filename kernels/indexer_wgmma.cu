@@ -1,5 +1,5 @@
 // The lightning indexer's scores on Hopper's warpgroup MMA (prefill): the scores of
-// indexer_scores_mqa (kernels/indexer_mqa.cu), score[e] = sum over heads h of relu(q_h . k_e) / sqrt(dim)
+// indexer_scores_mqa (kernels/indexer.cu), score[e] = sum over heads h of relu(q_h . k_e) / sqrt(dim)
 // * w_h / sqrt(heads), with the keys read from a bf16 table of the forward's index keys
 // (key_table.cu, kIndexer).
 //
@@ -158,9 +158,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const
 
 template <int kCols>
 cudaError_t launch_scores(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t chunks, BatchDev b,
-                          LayerDev L, KeyTableDev t, int per_block, float* scores, int64_t ld, cudaStream_t s) {
+                          LayerDev L, KeyTableDev t, int per_block, float* scores, int64_t ld, Stream s) {
   constexpr size_t smem = smem_bytes<kCols>();
-  if (const cudaError_t e = allow_smem<indexer_scores_wgmma_kernel<kCols>>(smem); e != cudaSuccess) return e;
   const int64_t groups = (n_rows + kRows - 1) / kRows;
   launch(indexer_scores_wgmma_kernel<kCols>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(chunks)), kThreads, smem, s)(
       q, weights, heads, row_begin, n_rows, b, L, t, per_block, scores, ld);
@@ -169,12 +168,17 @@ cudaError_t launch_scores(const float* q, const float* weights, int heads, int64
 
 }  // namespace
 
+cudaError_t prepare_indexer_wgmma(size_t device_max) {
+  const cudaError_t e = allow_smem<indexer_scores_wgmma_kernel<1>>(smem_bytes<1>(), device_max);
+  return e == cudaSuccess ? allow_smem<indexer_scores_wgmma_kernel<2>>(smem_bytes<2>(), device_max) : e;
+}
+
 bool indexer_scores_wgmma_supported(int heads, const LayerDev& L) {
-  return heads >= 1 && heads <= kHeads && (L.index_dim == 64 || L.index_dim == 128) && L.rate > 0 && wgmma_supported();
+  return heads >= 1 && heads <= kHeads && (L.index_dim == 64 || L.index_dim == 128) && L.rate > 0;
 }
 
 cudaError_t indexer_scores_wgmma(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
-                                 BatchDev b, LayerDev L, KeyTableDev t, float* scores, int64_t ld, cudaStream_t s) {
+                                 BatchDev b, LayerDev L, KeyTableDev t, float* scores, int64_t ld, Stream s) {
   if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
   if (!indexer_scores_wgmma_supported(heads, L) || !t.rows || !t.seq_first || reinterpret_cast<uintptr_t>(q) % 16 != 0)
     return cudaErrorInvalidValue;

@@ -56,7 +56,7 @@ int64_t key_table_rows(int32_t n_past, int32_t n_tokens, const LayerDev& L, KeyT
 }
 
 cudaError_t key_table_build(BatchDev b, StateDev st, LayerDev L, KeyTableKind kind, int64_t max_seq_rows, bf16_t* rows, int32_t* seq_first,
-                            cudaStream_t s) {
+                            Stream s) {
   if (b.n_seqs <= 0) return cudaSuccess;
   const TableSpec t = spec_of(L, kind);
   if (t.dim <= 0 || t.dim > 512 || t.dim % 4 != 0 || t.offset % 4 != 0 || b.n_seqs > 65535) return cudaErrorInvalidValue;

@@ -1,5 +1,5 @@
 // Tensor-core building blocks (mma.sync m16n8k16 with bf16 operands, ldmatrix) for the kernels
-// whose query heads share one key (attention_mqa.cu, indexer_mqa.cu). Fragment layouts are PTX's:
+// whose query heads share one key (attention_mma.cu, indexer.cu). Fragment layouts are PTX's:
 // lane = 4 g + t4; A (16x16, row-major) regs hold (g, 2t4..+1), (g+8, 2t4..), (g, 2t4+8..),
 // (g+8, 2t4+8..); B (16x8) regs hold rows (2t4..+1, col g) and (2t4+8.., g); C holds (g, 2t4..+1)
 // and (g+8, 2t4..+1).

@@ -5,7 +5,6 @@
 #include <mma.h>
 
 #include <climits>
-#include <cstdlib>
 
 namespace deepinfer::kernels {
 namespace {
@@ -501,10 +500,9 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
 }
 
 template <bool kGateUp, int kRows, int kCols = kBN>
-cudaError_t launch_moe_v2(dim3 grid, cudaStream_t s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
+cudaError_t launch_moe_v2(dim3 grid, Stream s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
                           int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
   constexpr size_t smem = v2_smem_bytes<kGateUp, kRows, kCols>();
-  if (const cudaError_t e = allow_smem<moe_gemm_v2_kernel<kGateUp, kRows, kCols>>(smem); e != cudaSuccess) return e;
   launch(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, grid, V2Shape<kRows>::kThreads, smem, s)(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
   return cudaGetLastError();
 }
@@ -601,23 +599,20 @@ __global__ void moe_combine_kernel(const T* __restrict__ y, const int32_t* __res
 
 }  // namespace
 
-namespace {
-int g_moe_kernel = 0;  // 0: not yet read from DEEPINFER_MOE_KERNEL
+cudaError_t prepare_moe(size_t device_max) {
+  cudaError_t e = allow_smem<moe_gemm_v2_kernel<true, kMoeTileRows, 32>>(v2_smem_bytes<true, kMoeTileRows, 32>(), device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_gemm_v2_kernel<true, kMoeTileRows, kBN>>(v2_smem_bytes<true, kMoeTileRows, kBN>(), device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_gemm_v2_kernel<true, kMoeBigTileRows, kBN>>(v2_smem_bytes<true, kMoeBigTileRows, kBN>(), device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_gemm_v2_kernel<false, kMoeTileRows, 32>>(v2_smem_bytes<false, kMoeTileRows, 32>(), device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_gemm_v2_kernel<false, kMoeTileRows, kBN>>(v2_smem_bytes<false, kMoeTileRows, kBN>(), device_max);
+  if (e == cudaSuccess)
+    e = allow_smem<moe_gemm_v2_kernel<false, kMoeBigTileRows, kBN>>(v2_smem_bytes<false, kMoeBigTileRows, kBN>(), device_max);
+  return e;
 }
-
-int moe_kernel_version() {
-  if (g_moe_kernel == 0) {
-    const char* v = std::getenv("DEEPINFER_MOE_KERNEL");
-    g_moe_kernel = v && std::atoi(v) == 1 ? 1 : 2;
-  }
-  return g_moe_kernel;
-}
-
-void set_moe_kernel_version(int v) { g_moe_kernel = v == 1 ? 1 : 2; }
 
 cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bias, const int32_t* tid2eid, int64_t table_rows,
                   const int32_t* tokens, ScoreFunc score, int top_k, float scaling, int32_t* experts, float* weights,
-                  cudaStream_t s) {
+                  Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp)) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * kRouteWarps * n_exp;
@@ -633,7 +628,7 @@ bool gate_route_supported(const float* x, int64_t rows, int64_t d, const float* 
 
 cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gate, int n_exp, const float* bias, const int32_t* tid2eid,
                        int64_t table_rows, const int32_t* tokens, ScoreFunc score, int top_k, float scaling, float* logits,
-                       unsigned* counter, int32_t* experts, float* weights, cudaStream_t s) {
+                       unsigned* counter, int32_t* experts, float* weights, Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (!gate_route_supported(x, rows, d, gate) || n_exp <= 0 || n_exp > kMaxExperts || top_k <= 0 || (!tid2eid && top_k > n_exp))
     return cudaErrorInvalidValue;
@@ -649,10 +644,10 @@ cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gat
   return cudaGetLastError();
 }
 
-cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, cudaStream_t s) {
+cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan p, Stream s) {
   if (entries <= 0) return cudaSuccess;
   if (p.tile_rows != kMoeTileRows && p.tile_rows != kMoeBigTileRows) return cudaErrorInvalidValue;
-  cudaError_t e = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * n_exp, s);
+  cudaError_t e = cudaMemsetAsync(p.counts, 0, sizeof(int32_t) * n_exp, s.id);
   if (e != cudaSuccess) return e;
   unsigned g = blocks_for(entries, 256);
   launch(moe_count_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, n_exp, p.counts, p.local);
@@ -662,7 +657,7 @@ cudaError_t moe_plan(const int32_t* experts, int64_t entries, int n_exp, MoePlan
 }
 
 cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int64_t entries, const int32_t* base, int32_t* pos,
-                               cudaStream_t s) {
+                               Stream s) {
   if (entries <= 0) return cudaSuccess;
   const unsigned g = blocks_for(entries, 256);
   launch(moe_slab_kernel, g > 4096 ? 4096 : g, 256, 0, s)(experts, entries, local, base, pos);
@@ -670,7 +665,7 @@ cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int
 }
 
 cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
-                       cudaStream_t s) {
+                       Stream s) {
   if (entries <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xperm) % 8 == 0;
   launch(moe_gather_kernel, static_cast<unsigned>(entries), 256, 0, s)(x, d, top_k, pos, vec, reinterpret_cast<__nv_bfloat16*>(xperm));
@@ -678,7 +673,7 @@ cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, co
 }
 
 cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter, float limit,
-                        const int4* tiles, const int32_t* n_tiles, int max_tiles, int tile_rows, bf16_t* h, cudaStream_t s) {
+                        const int4* tiles, const int32_t* n_tiles, int max_tiles, int tile_rows, bf16_t* h, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (inter + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
@@ -693,16 +688,16 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
     return launch_moe_v2<true, kMoeBigTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
-  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, inter))
+  if (v2 && narrow_columns(max_tiles, inter))
     return launch_moe_v2<true, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((inter + 31) / 32)), s, x, a, b, d, inter, limit, tiles,
                                                  n_tiles, hb, nullptr);
-  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  if (v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   launch(moe_gemm_kernel<true>, grid, 128, 0, s)(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
   return cudaGetLastError();
 }
 
 cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                     int max_tiles, int tile_rows, float* y, cudaStream_t s) {
+                     int max_tiles, int tile_rows, float* y, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (d + kBN - 1) / kBN;
   if (nb > 65535) return cudaErrorInvalidValue;
@@ -715,22 +710,22 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
     return launch_moe_v2<false, kMoeBigTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   }
   if (tile_rows != kMoeTileRows) return cudaErrorInvalidValue;
-  if (moe_kernel_version() >= 2 && v2 && narrow_columns(max_tiles, d))
+  if (v2 && narrow_columns(max_tiles, d))
     return launch_moe_v2<false, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((d + 31) / 32)), s, hb, w, nullptr, inter, d, 0.0f,
                                                   tiles, n_tiles, nullptr, y);
-  if (moe_kernel_version() >= 2 && v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  if (v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   launch(moe_gemm_kernel<false>, grid, 128, 0, s)(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }
 
-cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, cudaStream_t s) {
+cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, Stream s) {
   if (entries <= 0) return cudaSuccess;
   launch(moe_gather_f32_kernel, static_cast<unsigned>(entries), 256, 0, s)(x, d, top_k, pos, xperm);
   return cudaGetLastError();
 }
 
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,
-                            const int4* tiles, const int32_t* n_tiles, int max_tiles, float* h, cudaStream_t s) {
+                            const int4* tiles, const int32_t* n_tiles, int max_tiles, float* h, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (inter + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
@@ -740,7 +735,7 @@ cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3
 }
 
 cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                         int max_tiles, float* y, cudaStream_t s) {
+                         int max_tiles, float* y, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   const int64_t nb = (d + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
@@ -752,7 +747,7 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
 namespace {
 template <typename T>
 cudaError_t launch_moe_combine(const T* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d, float* out,
-                               cudaStream_t s) {
+                               Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % (4 * sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
@@ -764,12 +759,12 @@ cudaError_t launch_moe_combine(const T* y, const int32_t* pos, const float* weig
 }  // namespace
 
 cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
-                        float* out, cudaStream_t s) {
+                        float* out, Stream s) {
   return launch_moe_combine(y, pos, weights, rows, top_k, d, out, s);
 }
 
 cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
-                        float* out, cudaStream_t s) {
+                        float* out, Stream s) {
   return launch_moe_combine(reinterpret_cast<const __nv_bfloat16*>(y), pos, weights, rows, top_k, d, out, s);
 }
 

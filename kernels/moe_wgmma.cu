@@ -52,14 +52,14 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {  // results of 
 // so they run together and its rows come from DRAM once (a 4096-token layer's 24 K rows do not fit in
 // L2; read once per column block they would cost as much as the weights), and an expert's tiles are
 // neighbours too (its weight rows shared through L2). kSwiglu: out = h (bf16, n = inter columns),
-// weights w (w1) and w_up (w3); else out = y (fp32, n = d columns; null: in bf16 into h), weight w
-// (w2). x rows are k wide;
+// weights w (w1) and w_up (w3); else out = y in bf16 into h (n = d columns), weight w (w2). x rows
+// are k wide;
 // sources (or null: row r is x's row r) maps the tiles' rows to x's.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
                                                              const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit,
                                                              const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
-                                                             __nv_bfloat16* __restrict__ h, float* __restrict__ y) {
+                                                             __nv_bfloat16* __restrict__ h) {
   pdl_begin();
 #if defined(DI_WGMMA)
   if (static_cast<int>(blockIdx.y) >= *n_tiles) return;
@@ -145,13 +145,6 @@ __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloa
         *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = v;
       }
     }
-  } else if (y) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int64_t col = c0 + 8 * i + 2 * t4;
-      if (r_lo < rows) *reinterpret_cast<float2*>(y + (row0 + r_lo) * n + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
-      if (r_hi < rows) *reinterpret_cast<float2*>(y + (row0 + r_hi) * n + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
-    }
   } else {  // y in bf16, into h
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -169,29 +162,32 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <bool kSwiglu>
 cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w, const bf16_t* w_up, int64_t k, int64_t n, float limit, const int4* tiles,
-                             const int32_t* n_tiles, int max_tiles, bf16_t* h, float* y, cudaStream_t s) {
+                             const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s) {
   if (max_tiles <= 0) return cudaSuccess;
   constexpr int per_block = kSwiglu ? kCols / 2 : kCols;
-  if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)) || !wgmma_supported())
+  if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)))
     return cudaErrorInvalidValue;
-  if (const cudaError_t e = allow_smem<moe_wgmma_kernel<kSwiglu>>(kSmemBytes); e != cudaSuccess) return e;
   launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w), reinterpret_cast<const __nv_bfloat16*>(w_up), k,
-      n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), y);
+      n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h));
   return cudaGetLastError();
 }
 
 }  // namespace
 
+cudaError_t prepare_moe_wgmma(size_t device_max) {
+  const cudaError_t e = allow_smem<moe_wgmma_kernel<true>>(kSmemBytes, device_max);
+  return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max) : e;
+}
+
 cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,
-                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, cudaStream_t s) {
-  return launch_moe_wgmma<true>(x, sources, w1, w3, d, inter, limit, tiles, n_tiles, max_tiles, h, nullptr, s);
+                              float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s) {
+  return launch_moe_wgmma<true>(x, sources, w1, w3, d, inter, limit, tiles, n_tiles, max_tiles, h, s);
 }
 
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
-                           int max_tiles, float* y, bf16_t* y_bf16, cudaStream_t s) {
-  if (!y == !y_bf16) return cudaErrorInvalidValue;
-  return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y_bf16, y, s);
+                           int max_tiles, bf16_t* y, Stream s) {
+  return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y, s);
 }
 
 }  // namespace deepinfer::kernels

@@ -24,3 +24,6 @@ cmake --build build-asan -j "$jobs" --target "${asan_targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure \
   -R "^(EngineLifecycle|Sampling/BatchedEqualsAlone|Demo|DemoEngines|Misuse|TokenizerLess|Queues|Fork|Threads|Options|Progress|Facts|Done|AbiExit)\."
+
+echo "== no environment variable and no mutable global in library code"
+scripts/check_no_globals.sh

@@ -69,6 +69,14 @@ class DeviceWeight {
   int64_t count = 1, rows = 0, cols = 0;
 };
 
+// The mix of the hyper-connection site that comes next, which hc_post may compute with the new
+// streams (decode: its pass over them serves both; the CUDA backend folds it into hc_post's launch).
+// Opaque: hand what hc_post returned to the hc_pre / hc_head of that site, on those new streams with
+// that fn. Empty (id 0, the CPU backend's): that op computes its mix itself.
+struct HcMixAhead {
+  uint64_t id = 0;
+};
+
 // Hyper-connection parameters of one site (attention or MoE) or of the final head.
 struct HyperConnection {
   const DeviceWeight* fn = nullptr;     // [mix, hc*hidden]
@@ -156,9 +164,12 @@ class Backend {
   virtual IntTensor scratch_int_uninit(int64_t rows, int64_t cols) { return scratch_int(rows, cols); }
   // Scratch for layer `layer`'s attention query [rows, cols], which the next product writes in full.
   // Its storage is the backend's choice (the CUDA backend keeps a prefill query in bf16, what its
-  // tensor-core attention reads), so only these ops may touch it: the product that writes it
-  // (linear, linears, rms_norm_linears), rms_norm_rope / rms_norm_rope_pair (as x or a, in place), and
-  // attention / attention_projected, which consume it (it is not read after them).
+  // tensor-core attention reads), so only these ops may touch it, in this order and within one scratch
+  // scope (no scratch_release in between): the product that writes it (linear, linears,
+  // rms_norm_linears), rms_norm_rope / rms_norm_rope_pair (as x or a, in place, weightless: a backend
+  // may leave this norm + rope to the attention, which applies it as it loads the query), and
+  // attention / attention_projected, which consume it (it is not read after them). The backend knows
+  // the query by its data pointer.
   virtual Tensor attention_query(int layer, int64_t rows, int64_t cols) {
     (void)layer;
     return scratch_uninit(rows, cols);
@@ -252,13 +263,16 @@ class Backend {
   // holds a NaN or +inf.
   virtual void argmax_rows(Tensor x, IntTensor out) = 0;
 
-  // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc]
-  virtual void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) = 0;
+  // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc].
+  // ahead: what the hc_post that made these streams returned for this site (see HcMixAhead).
+  virtual void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb, HcMixAhead ahead = {}) = 0;
   // new_streams[k] = post[k] * out + Σ_j comb[j][k] * streams[j]. next_fn, when given, is the fn of
-  // the hc_pre / hc_head that comes next, on new_streams: a backend may compute that op's mix here.
-  virtual void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* next_fn = nullptr) = 0;
+  // the hc_pre / hc_head that comes next, on new_streams: a backend may compute that op's mix here and
+  // return it for that op (an empty HcMixAhead where it did not).
+  virtual HcMixAhead hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams,
+                             const DeviceWeight* next_fn = nullptr) = 0;
   // Final collapse: Σ_i (sigmoid(mix_i * scale + base_i) + eps) stream_i
-  virtual void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) = 0;
+  virtual void hc_head(Tensor streams, const HyperConnection& hc, Tensor out, HcMixAhead ahead = {}) = 0;
 
   // Feeds the rows' compressor projections (kv, gate: [T, width]) into the layer's state and writes
   // one pooled, normalised, rotated entry for each window that closes.

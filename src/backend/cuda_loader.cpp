@@ -82,8 +82,9 @@ Result<LoadedModule> find_module(const std::string& module_path) {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options, const std::string& module_path) {
-  static std::mutex mu;
-  static auto& loaded = *new std::map<std::string, Result<LoadedModule>>();  // by requested path; never destroyed
+  // A module opened with dlopen belongs to the process: opened once per path, kept until exit.
+  static std::mutex mu;  // process-wide: guards `loaded`
+  static auto& loaded = *new std::map<std::string, Result<LoadedModule>>();  // process-wide: by requested path; never destroyed
   const LoadedModule* module = nullptr;
   {
     std::lock_guard lock(mu);

@@ -1,6 +1,6 @@
 // The counter-based values of Backend::random_weight and randomize_state: element i of a fill with
 // `seed` is a pure function of (seed, i), so backends fill in any order (or in parallel) and agree.
-// kernels/basic.cu holds the device copy of these two functions; they must stay identical.
+// kernels/elementwise.cu holds the device copy of these two functions; they must stay identical.
 #pragma once
 
 #include <cstdint>

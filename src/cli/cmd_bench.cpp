@@ -88,21 +88,17 @@ std::string gb(double bytes) {
   return b;
 }
 
-// Backend options compared one at a time by --compare (Backend::set_options).
+// The settings --compare times off their defaults, one at a time: the boolean rows of the backend
+// option table (backend_options.h). Those a live backend cannot change (fixed when it is made) are
+// refused by Backend::set_options and skipped.
 struct Knob {
-  const char* option;
-  int before, now;
-  const char* op;    // the op it changes in the profile
-  const char* what;  // for the table
+  std::string option, before, now;  // before: the value off the default; now: the default
 };
-constexpr Knob kKnobs[] = {
-    {"pdl", 0, 1, "rms_norm", "programmatic dependent launch of every kernel vs plain launches (events split eager ops: see TPOT)"},
-};
-
-double op_ms(const std::vector<OpTime>& prof, const char* op) {
-  for (const OpTime& t : prof)
-    if (t.op == op) return t.ms;
-  return 0.0;
+std::vector<Knob> compare_knobs() {
+  std::vector<Knob> knobs;
+  for (const OptionInfo& o : backend_option_infos())
+    if (o.type == "bool") knobs.push_back({std::string(o.key), o.default_value == "1" ? "0" : "1", std::string(o.default_value)});
+  return knobs;
 }
 
 double sum_ms(const std::vector<OpTime>& prof) {
@@ -123,9 +119,11 @@ class Bench {
   bool over_budget() const { return a_.max_seconds > 0 && seconds_since(t0_) > a_.max_seconds; }
 
   // Sets one backend option on the live backend (the others keep their values); false when the
-  // backend refuses it.
-  bool set_knob(const char* key, int value) {
-    if (!set_backend_option(options_, key, std::to_string(value)) || !be_.set_options(options_)) return false;
+  // backend refuses it (nothing changes then).
+  bool set_knob(const std::string& key, const std::string& value) {
+    BackendOptions o = options_;
+    if (!set_backend_option(o, key, value) || !be_.set_options(o)) return false;
+    options_ = o;
     return true;
   }
 
@@ -147,7 +145,7 @@ class Bench {
   Result<void> decode(int context) {
     const int max_b = *std::max_element(a_.batch_sizes.begin(), a_.batch_sizes.end());
     // Every step a sequence takes, the breakdown's and the knob comparisons' included.
-    const int knob_steps = a_.compare ? static_cast<int>(std::size(kKnobs)) * (a_.warmup + a_.output_len + 1) : 0;
+    const int knob_steps = a_.compare ? static_cast<int>(knobs_.size()) * (a_.warmup + a_.output_len + 1) : 0;
     const int steps = a_.eager_steps + a_.warmup + a_.output_len + 2 * a_.host_logit_steps + 7 + 1 + knob_steps;
     RunnerOptions ro;
     ro.max_sequences = max_b;
@@ -161,7 +159,7 @@ class Bench {
     struct Compare {
       int batch;
       const Knob* knob;
-      double before_ms, now_ms, before_sum, now_sum, before_tpot, now_tpot;
+      double before_sum, now_sum, before_tpot, now_tpot;
     };
     std::vector<Compare> compares;
     for (int B : a_.batch_sizes) {
@@ -233,10 +231,10 @@ class Bench {
         DI_TRY(prof, be_.take_op_profile());
         profiles.emplace_back(B, std::move(prof));
         if (a_.compare) {
-          // Each change of this round against the version before it, one at a time.
-          for (const Knob& k : kKnobs) {
-            // The graph TPOT before (set_option dropped the graphs: warm up to re-capture; the
-            // warm-up also keeps first-launch costs out of the profile), then its profile.
+          // Each option off its default, one at a time.
+          for (const Knob& k : knobs_) {
+            // The graph TPOT then (set_options dropped the graphs: warm up to re-capture; the warm-up
+            // also keeps first-launch costs out of the profile), then its profile.
             be_.set_op_profiling(false);
             if (!set_knob(k.option, k.before)) continue;
             DI_TRYV(mean_of(a_.warmup));
@@ -245,8 +243,7 @@ class Bench {
             DI_TRYV(step());
             DI_TRY(prof1, be_.take_op_profile());
             set_knob(k.option, k.now);
-            compares.push_back({B, &k, op_ms(prof1, k.op), op_ms(profiles.back().second, k.op), sum_ms(prof1),
-                                sum_ms(profiles.back().second), tpot1, row.tpot_ms});
+            compares.push_back({B, &k, sum_ms(prof1), sum_ms(profiles.back().second), tpot1, row.tpot_ms});
           }
         }
         be_.set_op_profiling(false);
@@ -314,14 +311,14 @@ class Bench {
         if (cmp.batch == B) {
           if (first) {
             rep_.blank();
-            rep_.line("Against the versions before (one at a time, same step):");
+            rep_.line("Backend options off their defaults (one at a time, same step; `deepinfer options` says what each does):");
             rep_.blank();
-            rep_.line("| change | op | before ms | now ms | step sum before | step sum now | TPOT before | TPOT now |");
-            rep_.line("|---|---|---:|---:|---:|---:|---:|---:|");
+            rep_.line("| option | step sum then | step sum default | TPOT then | TPOT default |");
+            rep_.line("|---|---:|---:|---:|---:|");
             first = false;
           }
-          rep_.line("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |", cmp.knob->what, cmp.knob->op, cmp.before_ms, cmp.now_ms,
-                    cmp.before_sum, cmp.now_sum, cmp.before_tpot, cmp.now_tpot);
+          rep_.line("| %s=%s | %.3f | %.3f | %.3f | %.3f |", cmp.knob->option.c_str(), cmp.knob->before.c_str(), cmp.before_sum, cmp.now_sum,
+                    cmp.before_tpot, cmp.now_tpot);
         }
       rep_.blank();
     }
@@ -455,17 +452,16 @@ class Bench {
                     100.0 * prof[i].ms / total);
         rep_.blank();
         if (a_.compare) {
-          rep_.line("Against the versions before (one at a time, same forward):");
+          rep_.line("Backend options off their defaults (one at a time, same forward):");
           rep_.blank();
-          rep_.line("| change | op | before ms | now ms | forward sum before | forward sum now |");
-          rep_.line("|---|---|---:|---:|---:|---:|");
-          for (const Knob& k : kKnobs) {
+          rep_.line("| option | forward sum then | forward sum default |");
+          rep_.line("|---|---:|---:|");
+          for (const Knob& k : knobs_) {
             if (over_budget() || !set_knob(k.option, k.before)) continue;
             auto before = profile_chunk();
             set_knob(k.option, k.now);
             DI_TRYV(before);
-            rep_.line("| %s | %s | %.3f | %.3f | %.3f | %.3f |", k.what, k.op, op_ms(before.value(), k.op), op_ms(prof, k.op),
-                      sum_ms(before.value()), total);
+            rep_.line("| %s=%s | %.3f | %.3f |", k.option.c_str(), k.before.c_str(), sum_ms(before.value()), total);
           }
           rep_.blank();
         }
@@ -503,6 +499,7 @@ class Bench {
   const BenchArgs& a_;
   Backend& be_;
   BackendOptions options_;  // what set_knob last applied
+  const std::vector<Knob> knobs_ = compare_knobs();
   DeepseekV4& model_;
   Report& rep_;
   ModelCost cost_;
@@ -602,7 +599,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--eager-steps", a->eager_steps, "Decode steps timed without CUDA graphs, for comparison")->capture_default_str();
   cmd->add_flag("--breakdown", a->breakdown, "Per-op device time of one decode step");
   cmd->add_option("--breakdown-batches", a->breakdown_batches, "Batch sizes that get a breakdown")->delimiter(',')->capture_default_str();
-  cmd->add_flag("--compare", a->compare, "In the breakdown, also time each op's earlier version (attention, indexer, expert tiles)");
+  cmd->add_flag("--compare", a->compare, "In the breakdown, also time each backend option off its default (one at a time)");
   cmd->add_flag("--no-graphs", a->no_graphs, "Never replay decode steps as CUDA graphs");
   cmd->add_flag("--no-decode", a->no_decode, "Skip decode");
   cmd->add_flag("--no-prefill", a->no_prefill, "Skip prefill");

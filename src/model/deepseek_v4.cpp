@@ -388,6 +388,7 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
   be_.embed(*embed_, streams);  // hc copies of the embedding
 
   const float eps = static_cast<float>(c.rms_norm_eps);
+  HcMixAhead ahead;  // the next site's mix, where hc_post computed it
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& L = layers_[l];
     for (int site = 0; site < 2; ++site) {
@@ -404,13 +405,13 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
       // buffer; then their memory serves the next sublayer.
       const ScratchMark mark = be_.scratch_mark();
       Tensor collapsed = be_.scratch_uninit(T, d), post = be_.scratch_uninit(T, hc), comb = be_.scratch_uninit(T, hc * hc);
-      be_.hc_pre(streams, h, collapsed, post, comb);  // collapsed: normalised by the sublayer's norm
+      be_.hc_pre(streams, h, collapsed, post, comb, ahead);  // collapsed: normalised by the sublayer's norm
       Tensor out = site ? moe(L, collapsed) : attention(l, L, collapsed);
       // (the next site's mix weights: a backend may compute its mix of the new streams here)
       const DeviceWeight* next_fn = site == 0                 ? L.hc_ffn_fn.get()
                                     : l + 1 < c.num_layers ? layers_[l + 1].hc_attn_fn.get()
                                                            : hc_head_fn_.get();
-      be_.hc_post(streams, out, post, comb, spare, next_fn);
+      ahead = be_.hc_post(streams, out, post, comb, spare, next_fn);
       be_.scratch_release(mark);
       std::swap(streams, spare);
     }
@@ -419,7 +420,7 @@ Result<Tensor> DeepseekV4::run(const ForwardBatch& batch) {
   HyperConnection head{hc_head_fn_.get(), hc_head_base_.get(), hc_head_scale_.get(), static_cast<int>(hc), 1,
                        static_cast<float>(c.hc_eps), eps, norm_.get()};
   Tensor final_x = be_.scratch_uninit(T, d);
-  be_.hc_head(streams, head, final_x);  // with the final norm
+  be_.hc_head(streams, head, final_x, ahead);  // with the final norm
   if (batch.logit_rows.empty()) return Tensor{};
   // Every row's logits (decode): the rows as they are; else the rows asked for.
   bool every_row = static_cast<int64_t>(batch.logit_rows.size()) == T;

@@ -8,7 +8,7 @@
 // whole-row passes use their own exp; a top_k list's few weights use libm's, which another libm may
 // round differently in the last bit.) Rows may be sampled concurrently from different threads.
 //
-// Cost on a 129k vocabulary (bench/sampler_bench, one core): greedy ~75 us, temperature with top_p
+// Cost on a 129k vocabulary (tools/bench/sampler_bench, one core): greedy ~75 us, temperature with top_p
 // on a trained model's row ~350 us; the passes over the row are vectorized.
 #pragma once
 

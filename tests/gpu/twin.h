@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -13,28 +14,36 @@
 #include <string>
 #include <vector>
 
-#ifdef DEEPINFER_HAS_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
-
 namespace deepinfer::testing {
 
 // The CUDA backend linked into the test (not the run-time module): kUnsupported without a GPU or
-// in a build without CUDA.
-inline Result<std::unique_ptr<Backend>> gpu_backend(bool fp32_weights = false) {
+// in a build without CUDA. `features` off run the kernels an older device takes.
+inline Result<std::unique_ptr<Backend>> gpu_backend(bool fp32_weights = false, const CudaFeatures& features = {},
+                                                   BackendOptions options = {}) {
 #ifdef DEEPINFER_HAS_CUDA
-  BackendOptions o;
-  o.fp32_weights = fp32_weights;
-  return create_cuda_backend(o);
+  options.fp32_weights = fp32_weights;
+  return create_cuda_backend(options, features);
 #else
-  (void)fp32_weights;
+  (void)fp32_weights, (void)features, (void)options;
   return make_error(Code::kUnsupported, "this build has no CUDA backend");
 #endif
 }
 
+// The configurations whose kernels differ: the default (bf16 weights, every feature of the device),
+// bf16 without Hopper's wgmma kernels (what a GPU other than sm_90a runs), and the fp32 reference mode.
+struct GpuVariant {
+  const char* name;
+  bool fp32_weights;
+  CudaFeatures features;
+};
+inline void PrintTo(const GpuVariant& v, std::ostream* os) { *os << v.name; }
+inline std::vector<GpuVariant> gpu_variants() {
+  return {{"bf16", false, {}}, {"bf16 without wgmma", false, CudaFeatures{false}}, {"fp32", true, {}}};
+}
+
 // Skips the test (GTEST_SKIP) when no GPU / no CUDA build; fails it when the device fails to start.
 #define DI_REQUIRE_GPU(var)                                                                        \
-  auto var##_result = gpu_backend();                                                              \
+  auto var##_result = ::deepinfer::testing::gpu_backend();                                                            \
   if (!var##_result) {                                                                             \
     if (var##_result.error().code == Code::kUnsupported) GTEST_SKIP() << var##_result.error().message; \
     FAIL() << var##_result.error().message;                                                        \
@@ -182,6 +191,18 @@ struct Twin {
     return d;
   }
 };
+
+// The CPU backend and a GPU backend of variant v, each with state storage for `layout` (slots,
+// blocks). kUnsupported where no GPU is present.
+inline Result<Twin> make_twin(const GpuVariant& v, const StateLayout& layout, int slots, int blocks) {
+  DI_TRY(gpu, gpu_backend(v.fp32_weights, v.features));
+  Twin t;
+  t.gpu = std::move(gpu);
+  t.cpu = make_cpu_backend(2);
+  DI_TRYV(t.cpu->allocate_state(layout, slots, blocks));
+  DI_TRYV(t.gpu->allocate_state(layout, slots, blocks));
+  return t;
+}
 
 // A batch of sequences (slot, n_past, n) with block tables; tokens are i % vocab.
 struct SeqSpec {

@@ -259,7 +259,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb) override {
+  void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb, HcMixAhead) override {
     const int n = hc.hc, mix_size = (2 + n) * n;
     const int64_t d = collapsed.cols;
     Tensor mix = hc_mix(streams, hc, mix_size);
@@ -303,7 +303,7 @@ class CpuBackend final : public Backend {
     if (hc.sublayer_norm) rms_norm(collapsed, hc.sublayer_norm, hc.norm_eps, static_cast<int>(d), collapsed);
   }
 
-  void hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* = nullptr) override {
+  HcMixAhead hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* = nullptr) override {
     const int n = static_cast<int>(post.cols);
     const int64_t d = out.cols;
     pool_.parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {
@@ -320,9 +320,10 @@ class CpuBackend final : public Backend {
           }
       }
     });
+    return {};  // (each site computes its own mix)
   }
 
-  void hc_head(Tensor streams, const HyperConnection& hc, Tensor out) override {
+  void hc_head(Tensor streams, const HyperConnection& hc, Tensor out, HcMixAhead) override {
     const int n = hc.hc;
     const int64_t d = out.cols;
     Tensor mix = hc_mix(streams, hc, n);

@@ -12,7 +12,9 @@ void connect_log(CudaModuleLogSink sink) {
   set_log_sink([sink](LogLevel level, std::string_view m) { sink(static_cast<int>(level), m.data(), m.size()); });
 }
 
-const CudaModuleTable kTable{sizeof(CudaModuleTable), DI_VERSION_STRING, connect_log, create_cuda_backend};
+Result<std::unique_ptr<Backend>> create(const BackendOptions& options) { return create_cuda_backend(options); }
+
+const CudaModuleTable kTable{sizeof(CudaModuleTable), DI_VERSION_STRING, connect_log, create};
 
 }  // namespace
 }  // namespace deepinfer

@@ -10,7 +10,7 @@ namespace deepinfer {
 namespace {
 
 ModelConfig flash4() {
-  auto c = ModelConfig::from_file(testing::golden_dir() + "/../../bench/configs/v4-flash-4l.json");
+  auto c = ModelConfig::from_file(testing::golden_dir() + "/../../tools/bench/configs/v4-flash-4l.json");
   EXPECT_TRUE(c) << c.error().message;
   return c ? c.value() : ModelConfig{};
 }

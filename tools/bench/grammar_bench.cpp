@@ -1,6 +1,6 @@
 // Grammar engine benchmark on the DeepSeek vocabulary (129,280 entries), one thread.
 //
-// For each schema of bench/grammar_schemas.json (real-world-like schemas with realistic example
+// For each schema of tools/bench/grammar_schemas.json (real-world-like schemas with realistic example
 // instances) it measures compile time and the time of every fill_mask() in two workloads:
 //  - replay: each example, compact and pretty-printed, tokenized greedily (longest vocabulary
 //    token first) and fed token by token, as a model writing that text would;

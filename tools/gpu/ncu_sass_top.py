@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The SASS instructions of each profiled kernel with the most warp-stall samples, from
-`ncu -i report --page source --csv --print-source sass` (bench/ncu_decode_step.sh with SOURCE=1):
+`ncu -i report --page source --csv --print-source sass` (tools/gpu/ncu_decode_step.sh with SOURCE=1):
 where a kernel's warps wait, and on what. The file holds a section per profiled launch ("Kernel
 Name" line, then the table); the first launch of each kernel is shown. Usage: ncu_sass_top.py file.csv [rows]"""
 import csv

@@ -1,19 +1,10 @@
 #!/bin/bash
-# Device-side runner for `deepinfer bench` on the V4-Flash-4L shape (the lent GPU machine of this
-# workplace). Pack first, here (bench/pack_for_device.sh does it): build with -DDEEPINFER_CUDA_ARCHS=90a, then put into
-# <checkout>/.carry/ (git-ignored) this script, bench/configs/v4-flash-4l.json and bundle.tar.xz
-# holding build/bin/deepinfer, build/tests/gpu/test_cuda_backend, build/bench/engine_bench and the
-# shared libraries the device image lacks (see tests/gpu/run_on_device.sh; cuBLAS comes from the
-# image's python package).
-# Run there as `bash .carry/run_on_device.sh` with carry [".carry"]. Environment: INPUT_LENS
-# (default 4096,32768), BENCH_SECONDS (the bench's own budget, default 170), TESTS=0 to skip the
-# GPU tests, ENGINE=0 to skip the engine runs (greedy and sampled, on the V4-Flash-4L shape), EXTRA
-# (more bench flags).
-cd "$(dirname "$0")"
-mkdir -p bin && tar -xJf bundle.tar.xz -C bin
-CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
-export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
-export DI_GOLDEN_DIR=$(cd .. && pwd)/tests/golden
+# Device-side runner of `deepinfer bench` on the V4-Flash-4L shape (pack_for_device.sh packs it into
+# .carry/ as run_bench.sh, with the binaries and the config). Environment: INPUT_LENS (default
+# 4096,32768), BENCH_SECONDS (the bench's own budget, default 170), TESTS=0 to skip the GPU tests,
+# ENGINE=0 to skip the engine runs (greedy and sampled, on the V4-Flash-4L shape), EXTRA (more bench
+# flags).
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
 CFG=$PWD/v4-flash-4l.json
 set -o pipefail

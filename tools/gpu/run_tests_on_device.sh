@@ -1,18 +1,11 @@
 #!/bin/bash
-# Device-side runner for the CUDA backend checks (the lent GPU machine of this workplace). Pack first,
-# here: build with -DDEEPINFER_CUDA_ARCHS=90a, then put into <checkout>/.carry/ (git-ignored) this
-# script and bundle.tar.xz holding build/tests/gpu/test_cuda_backend, build/bin/deepinfer and the
-# shared libraries the device image lacks (libfmt.so.9, libcudart.so.13; check with ldd). Run there
-# as `bash .carry/run_on_device.sh` with carry [".carry"]. Options (environment): PER_TEST seconds,
-# QUIET_OPS=1, MEMCHECK=<seconds> with MEMCHECK_FILTER=<gtest filter>.
+# Device-side runner of the CUDA backend's checks on a GPU machine (pack_for_device.sh packs it, with
+# the binaries, into .carry/ as run_tests.sh). Options (environment): PER_TEST seconds, QUIET_OPS=1,
+# MEMCHECK=<seconds> with MEMCHECK_FILTER=<gtest filter>.
 #
 # Runs the tests one process per test (a sticky CUDA fault cannot hide later tests), the CLI on the
 # demo model (cpu vs cuda, timed), then compute-sanitizer memcheck.
-cd "$(dirname "$0")"
-mkdir -p bin && tar -xJf bundle.tar.xz -C bin
-CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
-export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
-export DI_GOLDEN_DIR=$(cd .. && pwd)/tests/golden
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi -L
 tests=$(bin/test_cuda_backend --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}')
 for t in $tests; do

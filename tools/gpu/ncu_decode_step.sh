@@ -1,9 +1,9 @@
 #!/bin/bash
 # Device-side: per-kernel times of eager batch-1 decode steps of V4-Flash-4L under Nsight Compute
 # (caches and clocks left as they are; kernels serialized, so programmatic dependent launch overlaps
-# nothing here). Run after run_bench.sh unpacked the bundle (bench/pack_for_device.sh puts this
-# script and ncu_step_table.py into .carry/). COUNT: kernels profiled (>= two steps after the
-# model's weight fills and the ceiling measurements; 1000 holds ~9 steps).
+# nothing here). pack_for_device.sh puts this script and ncu_step_table.py into .carry/. COUNT:
+# kernels profiled (>= two steps after the model's weight fills and the ceiling measurements; 1000
+# holds ~9 steps).
 # DETAIL=<kernel name regex> instead profiles the first DETAIL_COUNT (default 2) matching kernels of
 # the decode steps with ncu's speed-of-light, memory, warp-state and occupancy sections.
 # SOURCE=1 (with DETAIL) also keeps the report and writes its per-SASS-instruction samples
@@ -13,11 +13,8 @@
 # DETAIL_SKIP=<n> skips the first n matching kernels: e.g. PREFILL=8192 PREFILL_CONTEXT=32768
 # DETAIL='indexer_scores|topk' with DETAIL_SKIP = 3 x (matches a chunk) reaches the 4th chunk
 # (positions 24576..32767) of the first warm-up prompt (count a chunk's matches first).
-cd "$(dirname "$0")"
-mkdir -p bin && tar -xJf bundle.tar.xz -C bin
-CUBLAS_PY=$(python3 -c "import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + '/lib')" 2>/dev/null)
-export LD_LIBRARY_PATH=$PWD/bin:$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')$CUBLAS_PY:$LD_LIBRARY_PATH
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+source "$(dirname "$0")/device_env.sh"
+NCU=$(command -v ncu || ls "$CUDA_HOME"/bin/ncu 2>/dev/null)
 BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda --input-len "${INPUT_LEN:-4096}" --output-len 2
        --batch-sizes 1 --no-prefill --no-graphs --max-seconds 60 --out "$OUT/ncu_bench.md")
 [ -n "$PREFILL" ] && BENCH=(bin/deepinfer bench --model "$PWD/v4-flash-4l.json" --dummy-weights --device cuda
@@ -35,7 +32,7 @@ if [ -n "$DETAIL" ]; then
     $NCU -i "$OUT/ncu_$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_${tag}_sass.csv" 2> "$OUT/ncu_${tag}_sass.err"
     echo "sass rc=$? $(wc -l < "$OUT/ncu_${tag}_sass.csv") lines"
     python3 ncu_sass_top.py "$OUT/ncu_${tag}_sass.csv" 40
-    rm -f "$OUT/ncu_$tag.ncu-rep"  # (the device tool brings back at most 8 files)
+    rm -f "$OUT/ncu_$tag.ncu-rep"  # (large; the tables above are what is read)
   fi
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Size|Grid Size" \
     "$OUT/ncu_$tag.txt" | head -60

@@ -4,7 +4,7 @@
 // One block per (row, group of 64 heads, share of the keys). The block converts its 64 query heads
 // to bf16 in shared memory once, then walks the row's keys (sliding window, then the selected or
 // all compressed entries) in tiles of 32: each key is read once for all 64 heads, which is the point
-// (the fp32 kernel in state.cu re-reads it per head). Per tile: S = Q K^T (mma.sync m16n8k16), an
+// (the fp32 kernel in attention.cu re-reads it per head). Per tile: S = Q K^T (mma.sync m16n8k16), an
 // online softmax on S, O += P V with V = the same tile. Eight warps: warp w owns heads
 // 16 (w % 4) .. +16 and, for O, dims 256 (w / 4) .. +256, so O stays in registers (128 per thread).
 #include "common.cuh"
@@ -385,6 +385,13 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_narrow_kernel(const
 
 }  // namespace
 
+cudaError_t prepare_attention_mma(size_t device_max) {
+  cudaError_t e = allow_smem<mqa_attention_narrow_kernel>(kNarrowSmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<mqa_attention_kernel<true>>(kSmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<mqa_attention_kernel<false>>(kSmemBytes, device_max);
+  return e;
+}
+
 bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
   // float4 loads of keys: every row the kernel reads must start 16-byte aligned
   auto al = [](int64_t floats) { return floats % 4 == 0; };
@@ -393,18 +400,13 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
 }
 
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,
-                          BatchDev b, StateDev st, LayerDev L, float* out, cudaStream_t s, int n_splits, float* partial,
+                          BatchDev b, StateDev st, LayerDev L, float* out, Stream s, int n_splits, float* partial,
                           RopeDev unrope, int head_tile, bf16_t* out_b16) {
   if (b.rows <= 0 || heads <= 0) return cudaSuccess;
   if (!attention_mqa_supported(st, L) || n_splits < 1 || (n_splits > 1 && !partial) || (head_tile != kHeadTile && head_tile != kNarrowHeads) ||
       (out_b16 && (n_splits != 1 || head_tile != kHeadTile)))
     return cudaErrorInvalidValue;
   const bool narrow = head_tile == kNarrowHeads;
-  if (const cudaError_t e = narrow     ? allow_smem<mqa_attention_narrow_kernel>(kNarrowSmemBytes)
-                            : out_b16  ? allow_smem<mqa_attention_kernel<true>>(kSmemBytes)
-                                       : allow_smem<mqa_attention_kernel<false>>(kSmemBytes);
-      e != cudaSuccess)
-    return e;
   const int groups = (heads + head_tile - 1) / head_tile;
   const int64_t blocks = static_cast<int64_t>(b.rows) * groups * n_splits;
   if (blocks > 2147483647) return cudaErrorInvalidValue;

@@ -120,12 +120,14 @@ __global__ void __launch_bounds__(kWarps * 32) mix_partial_mma_kernel(const floa
 
 }  // namespace
 
-cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, cudaStream_t s) {
+cudaError_t prepare_hc_mix_mma(size_t device_max) {
+  return allow_smem<mix_partial_mma_kernel>(sizeof(__nv_bfloat16) * 3 * kMixMmaMaxOut * kLdw, device_max);
+}
+
+cudaError_t mix_partial_mma(const float* x, int64_t rows, int64_t K, const float* w, int n, int splits, float* partial, Stream s) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   if (n <= 0 || n > kMixMmaMaxOut || K % 4 != 0 || splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const size_t smem = sizeof(__nv_bfloat16) * 3 * ((n + 7) / 8 * 8) * kLdw;
-  if (const cudaError_t e = allow_smem<mix_partial_mma_kernel>(sizeof(__nv_bfloat16) * 3 * kMixMmaMaxOut * kLdw); e != cudaSuccess)
-    return e;
   launch(mix_partial_mma_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), kWarps * 32, smem, s)(
       x, rows, K, w, n, splits, partial);
   return cudaGetLastError();

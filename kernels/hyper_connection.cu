@@ -1,327 +1,12 @@
-// Elementwise and row-wise kernels: conversions, embedding, norms, rope, hyper-connections.
+// Hyper-connections: the mixes of the streams (fp32, few outputs), the collapse into a sublayer's input
+// with its norm, the Sinkhorn of the combination matrix, the new streams, and at decode the next
+// site's mix computed with them. The tensor-core mix of many rows is hc_mix_mma.cu.
 #include "common.cuh"
-
-#include <cstdlib>
-#include <string_view>
 
 namespace deepinfer::kernels {
 namespace {
 
 constexpr int kMaxHc = 16;
-bool g_hc_split = true;       // hc_pre: prefill's pre, post and comb by hc_post_comb_kernel (set_hc_split)
-bool g_mix_mma = true;        // mix_partial: mix_partial_mma where it applies (set_mix_mma)
-bool g_hc_post_rows = true;   // hc_post: hc_post_rows_kernel where it applies (set_hc_post_rows)
-bool g_norm_per_warp = true;  // rms_norm_pair: a warp per group where rms_norm_warp_kernel takes it (set_norm_per_warp)
-
-// Device copy of src/backend/random_fill.h (keep identical).
-__device__ __forceinline__ uint64_t random_bits(uint64_t seed, uint64_t i) {
-  uint64_t x = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
-
-__device__ __forceinline__ float random_value(uint64_t seed, uint64_t i, float mean, float stddev) {
-  const float u = __fmul_rn(static_cast<float>(random_bits(seed, i) >> 40), 1.0f / 16777216.0f);
-  const float centred = __fsub_rn(__fmul_rn(2.0f, u), 1.0f);
-  const float spread = __fmul_rn(stddev, 1.7320508f);
-  return __fadd_rn(mean, __fmul_rn(spread, centred));
-}
-
-__global__ void fill_random_kernel(float* __restrict__ f, __nv_bfloat16* __restrict__ b, int64_t n, float mean, float stddev,
-                                   uint64_t seed) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float v = random_value(seed, static_cast<uint64_t>(i), mean, stddev);
-    if (f) f[i] = v;
-    if (b) b[i] = __float2bfloat16_rn(v);
-  }
-}
-
-__global__ void spin_kernel(int64_t ns) {
-  pdl_begin();
-  uint64_t t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  for (;;) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (static_cast<int64_t>(t - t0) >= ns) break;
-  }
-}
-
-__global__ void f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (vec) {  // 4 at a time, kU loads in flight per thread (one in flight reached ~65% of the bandwidth)
-    constexpr int kU = 4;
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    uint2* y4 = reinterpret_cast<uint2*>(y);
-    const int64_t n4 = n / 4;
-    for (; i < n4; i += kU * stride) {
-      float4 v[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) v[u] = i + u * stride < n4 ? __ldcs(x4 + i + u * stride) : make_float4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (i + u * stride >= n4) break;
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[u].x, v[u].y), hi = __floats2bfloat162_rn(v[u].z, v[u].w);
-        y4[i + u * stride] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-      }
-    }
-  } else {
-    for (; i < n; i += stride) y[i] = __float2bfloat16_rn(x[i]);
-  }
-}
-
-__global__ void bf16_to_f32_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int64_t n) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = __bfloat162float(x[i]);
-}
-
-// grid (rows, column chunks of blockDim.x): the chunk of row r's table row, written `times` times.
-__global__ void embed_kernel(const __nv_bfloat16* __restrict__ tb, const float* __restrict__ tf, int64_t vocab, int64_t cols,
-                             const int32_t* __restrict__ tokens, int times, float* __restrict__ out) {
-  pdl_begin();
-  const int64_t r = blockIdx.x, c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  const int32_t tok = tokens[r];
-  float v = 0.0f;
-  if (tok >= 0 && tok < vocab) v = tb ? __bfloat162float(tb[static_cast<int64_t>(tok) * cols + c]) : tf[static_cast<int64_t>(tok) * cols + c];
-  float* o = out + r * cols * times + c;
-  for (int i = 0; i < times; ++i) o[i * cols] = v;
-}
-
-// Four values of t at float4 index i (bf16 storage: eight bytes).
-__device__ __forceinline__ float4 load4(const NormTensor& t, const float* p, int64_t i) {
-  if (!t.bf16) return reinterpret_cast<const float4*>(p)[i];
-  const uint2 u = reinterpret_cast<const uint2*>(p)[i];
-  const float2 a = unpack_bf16(u.x), b = unpack_bf16(u.y);
-  return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ __forceinline__ void store4(const NormTensor& t, float* p, int64_t i, float4 v) {
-  if (!t.bf16) {
-    reinterpret_cast<float4*>(p)[i] = v;
-    return;
-  }
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-  reinterpret_cast<uint2*>(p)[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-}
-
-// Four values of a group (float4 i) once its inverse RMS is known: times inv, times the weight's
-// float4 i (w null: none), then rotated where positions is given and i is at or past first_pair4 (the
-// float4 where the rotated channels start; rope_dim % 4 == 0, so a float4 holds two whole pairs).
-__device__ __forceinline__ float4 normalised4(float4 v, float inv, const float* w, int i, int first_pair4, const RopeDev& rope,
-                                              const int32_t* positions, int64_t r) {
-  v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-  if (w) {
-    const float4 wv = reinterpret_cast<const float4*>(w)[i];
-    v = make_float4(wv.x * v.x, wv.y * v.y, wv.z * v.z, wv.w * v.w);
-  }
-  if (positions && i >= first_pair4) {
-    const int pair = 2 * (i - first_pair4);
-    const float2 lo = rotate_pair(v.x, v.y, rope, positions[r], pair, false);
-    const float2 hi = rotate_pair(v.z, v.w, rope, positions[r], pair + 1, false);
-    v = make_float4(lo.x, lo.y, hi.x, hi.y);
-  }
-  return v;
-}
-
-// One block per (row, group) of a, then of b (blocks from first_block); four values per step when
-// vec (group % 4 == 0, aligned rows; the only case for bf16 tensors). With positions, the normalised
-// group (a head) is then rotated (rope.rope_dim trailing channels): in registers when vec and
-// rope_dim % 4 == 0 (a thread's four values are two whole pairs), else through memory.
-__global__ void rms_norm_kernel(NormTensor a, NormTensor b, int64_t first_block, float eps, int group, bool vec, RopeDev rope,
-                                const int32_t* __restrict__ positions) {
-  pdl_begin();
-  __shared__ float red[32];
-  const bool second = blockIdx.x >= first_block;
-  const NormTensor t = second ? b : a;
-  const float* __restrict__ w = t.weight;
-  const int64_t block = blockIdx.x - (second ? first_block : 0);
-  const int64_t groups_per_row = t.cols / group;
-  const int64_t r = block / groups_per_row, g = block % groups_per_row;
-  const int64_t elem = t.bf16 ? 2 : 4;  // bytes per value
-  const float* xi = reinterpret_cast<const float*>(reinterpret_cast<const char*>(t.x) + (r * t.cols + g * group) * elem);
-  float* oi = reinterpret_cast<float*>(reinterpret_cast<char*>(t.out) + (r * t.cols + g * group) * elem);
-  float ss = 0.0f;
-  if (vec) {
-    for (int i = threadIdx.x; i < group / 4; i += blockDim.x) {
-      const float4 v = load4(t, xi, i);
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-  } else {
-    for (int i = threadIdx.x; i < group; i += blockDim.x) ss += xi[i] * xi[i];
-  }
-  ss = block_sum(ss, red);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
-  const bool rotate_here = vec && positions && rope.rope_dim % 4 == 0;
-  if (vec) {
-    const int first_pair4 = (group - rope.rope_dim) / 4;  // the float4 index where the rotated channels start
-    for (int i = threadIdx.x; i < group / 4; i += blockDim.x)
-      store4(t, oi, i, normalised4(load4(t, xi, i), inv, w, i, first_pair4, rope, rotate_here ? positions : nullptr, r));
-  } else {
-    for (int i = threadIdx.x; i < group; i += blockDim.x) {
-      const float v = xi[i] * inv;
-      oi[i] = w ? w[i] * v : v;
-    }
-  }
-  if (!positions || rotate_here) return;
-  __syncthreads();  // the block's normalised values are visible to the thread that rotates them
-  rotate_pairs(oi, group, rope, positions[r], false, threadIdx.x, blockDim.x);
-}
-
-// A warp per (row, group) of a, then of b (warps from first_group on), for groups of 128 kV values
-// (vec): a lane holds kV float4s of its group, the sum of squares is a warp sum, and the rotation
-// (rope_dim % 4 == 0) is applied in registers before the one store. Many short groups (64 heads a
-// row) leave a block per group mostly scheduling; this keeps 8 groups a block.
-template <int kV>
-__global__ void rms_norm_warp_kernel(NormTensor a, NormTensor b, int64_t first_group, int64_t groups, float eps, RopeDev rope,
-                                     const int32_t* __restrict__ positions) {
-  pdl_begin();
-  constexpr int kGroup = 128 * kV;
-  const int lane = threadIdx.x & 31;
-  const int64_t gi = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  if (gi >= groups) return;  // (a whole warp)
-  const bool second = gi >= first_group;
-  const NormTensor t = second ? b : a;
-  const int64_t block = gi - (second ? first_group : 0);
-  const int64_t per_row = t.cols / kGroup, r = block / per_row, g = block % per_row;
-  const int64_t elem = t.bf16 ? 2 : 4;  // bytes per value
-  const float* xi = reinterpret_cast<const float*>(reinterpret_cast<const char*>(t.x) + (r * t.cols + g * kGroup) * elem);
-  float* oi = reinterpret_cast<float*>(reinterpret_cast<char*>(t.out) + (r * t.cols + g * kGroup) * elem);
-  float4 v[kV];
-  float ss = 0.0f;
-#pragma unroll
-  for (int u = 0; u < kV; ++u) {
-    v[u] = load4(t, xi, lane + 32 * u);
-    ss += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
-  }
-  const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(kGroup) + eps);
-  const int first_pair4 = (kGroup - rope.rope_dim) / 4;  // the float4 index where the rotated channels start
-#pragma unroll
-  for (int u = 0; u < kV; ++u) {
-    const int i = lane + 32 * u;
-    store4(t, oi, i, normalised4(v[u], inv, t.weight, i, first_pair4, rope, positions, r));
-  }
-}
-
-__device__ __forceinline__ float as_float(float v) { return v; }
-__device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void store_as(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_as(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-
-// T float, or bf16 (rotated in fp32, rounded back).
-template <typename T>
-__global__ void rope_kernel(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev rope, const int32_t* __restrict__ positions,
-                            bool inverse) {
-  pdl_begin();
-  const int half = rope.rope_dim / 2;
-  const int64_t heads = cols / head_dim, n = rows * heads * half;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int p = static_cast<int>(i % half);
-    const int64_t h = (i / half) % heads, r = i / (half * heads);
-    T* xp = x + r * cols + h * head_dim + head_dim - rope.rope_dim + 2 * p;
-    const float2 v = rotate_pair(as_float(xp[0]), as_float(xp[1]), rope, positions[r], p, inverse);
-    store_as(xp, v.x);
-    store_as(xp + 1, v.y);
-  }
-}
-
-__global__ void add_kernel(float* a, const float* b, int64_t n) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) a[i] += b[i];
-}
-
-__global__ void gather_kernel(const float* __restrict__ x, int64_t cols, const int32_t* __restrict__ rows, float* __restrict__ out) {
-  pdl_begin();
-  const int64_t i = blockIdx.x;
-  const float* src = x + static_cast<int64_t>(rows[i]) * cols;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out[i * cols + c] = src[c];
-}
-
-// The best (value, lowest index on a tie) and the invalid flag over a warp; every lane gets them.
-__device__ __forceinline__ void warp_argmax(float& value, int32_t& index, int& bad) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(kFull, value, o);
-    const int32_t j = __shfl_xor_sync(kFull, index, o);
-    bad |= __shfl_xor_sync(kFull, bad, o);
-    if (w > value || (w == value && j < index)) {
-      value = w;
-      index = j;
-    }
-  }
-}
-
-// One block per row. Each thread keeps the best (value, lowest index) of its strided columns and
-// whether it saw a NaN or +inf; each warp, then the first warp over the warps' results, reduces.
-__global__ void argmax_kernel(const float* __restrict__ x, int64_t cols, int32_t* __restrict__ out) {
-  pdl_begin();
-  __shared__ float best_value[32];
-  __shared__ int32_t best_index[32];
-  __shared__ int invalid[32];
-  const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
-  float value = -INFINITY;
-  int32_t index = INT32_MAX;
-  int bad = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = row[c];
-    bad |= !(v < INFINITY);
-    if (v > value) {  // columns grow along a thread's walk: the first maximum keeps a tie
-      value = v;
-      index = static_cast<int32_t>(c);
-    }
-  }
-  warp_argmax(value, index, bad);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) {
-    best_value[warp] = value;
-    best_index[warp] = index;
-    invalid[warp] = bad;
-  }
-  __syncthreads();
-  if (warp != 0) return;
-  value = lane < warps ? best_value[lane] : -INFINITY;
-  index = lane < warps ? best_index[lane] : INT32_MAX;
-  bad = lane < warps ? invalid[lane] : 0;
-  warp_argmax(value, index, bad);
-  if (lane == 0) out[blockIdx.x] = bad ? -2 : value == -INFINITY ? -1 : index;
-}
-
-__global__ void swiglu_kernel(float* g, const float* __restrict__ u, int64_t n, float limit) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) g[i] = swiglu_clamped(g[i], u[i], limit);
-}
-
-// Four values per step when vec (n % 4 == 0, aligned).
-__global__ void swiglu_bf16_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float limit, bool vec,
-                                   __nv_bfloat16* __restrict__ h) {
-  pdl_begin();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  if (vec) {
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4; i += stride) {
-      const float4 a = reinterpret_cast<const float4*>(g)[i], b = reinterpret_cast<const float4*>(u)[i];
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(swiglu_clamped(a.x, b.x, limit), swiglu_clamped(a.y, b.y, limit));
-      const __nv_bfloat162 hi = __floats2bfloat162_rn(swiglu_clamped(a.z, b.z, limit), swiglu_clamped(a.w, b.w, limit));
-      uint2 o;
-      o.x = *reinterpret_cast<const uint32_t*>(&lo);
-      o.y = *reinterpret_cast<const uint32_t*>(&hi);
-      reinterpret_cast<uint2*>(h)[i] = o;
-    }
-    return;
-  }
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    h[i] = __float2bfloat16_rn(swiglu_clamped(g[i], u[i], limit));
-}
 
 // One step of a many-value warp sum: a lane keeps the lower (lane & off == 0) or upper H of its 2H
 // values, adding its partner's copy of that half; returns the offset of the kept half.
@@ -881,173 +566,30 @@ __global__ void hc_head_kernel(const float* __restrict__ streams, const float* _
   if (norm_w) normalise_collapsed(ss, d, norm_w, norm_eps, vec, out + t * d, red);  // (gridDim.y is 1)
 }
 
-int g_pdl = -1;  // -1: not yet read from DEEPINFER_PDL
-
 }  // namespace
 
-bool pdl_enabled() {
-  if (g_pdl < 0) {
-    const char* v = std::getenv("DEEPINFER_PDL");
-    g_pdl = v && std::string_view(v) == "0" ? 0 : 1;
-  }
-  return g_pdl == 1;
-}
-
-void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
-
-cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  const bool vec = (n % 4) == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
-  const unsigned b = blocks_for(vec ? n / 4 : n, 256);
-  launch(f32_to_bf16_kernel, b > 4096 ? 4096 : b, 256, 0, s)(x, reinterpret_cast<__nv_bfloat16*>(y), n, vec);
-  return cudaGetLastError();
-}
-
-cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  const unsigned b = blocks_for(n, 256);
-  launch(bf16_to_f32_kernel, b > 4096 ? 4096 : b, 256, 0, s)(reinterpret_cast<const __nv_bfloat16*>(x), y, n);
-  return cudaGetLastError();
-}
-
-cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
-  if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
-  const unsigned b = blocks_for(n, 256);
-  launch(fill_random_kernel, b > 8192 ? 8192 : b, 256, 0, s)(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
-  return cudaGetLastError();
-}
-
-cudaError_t spin(int64_t ns, cudaStream_t s) {
-  if (ns <= 0) return cudaSuccess;
-  launch(spin_kernel, 1, 1, 0, s)(ns);
-  return cudaGetLastError();
-}
-
-cudaError_t embed(const bf16_t* table_b16, const float* table_f32, int64_t vocab, int64_t cols, const int32_t* tokens,
-                  int64_t rows, int times, float* out, cudaStream_t s) {
-  if (rows <= 0 || cols <= 0 || times <= 0) return cudaSuccess;
-  const int64_t chunks = (cols + 255) / 256;
-  if (rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
-  launch(embed_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(
-      reinterpret_cast<const __nv_bfloat16*>(table_b16), table_f32, vocab, cols, tokens, times, out);
-  return cudaGetLastError();
-}
-
-cudaError_t rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, int group, float* out,
-                     cudaStream_t s, const RopeDev* rope, const int32_t* positions) {
-  return rms_norm_pair(NormTensor{x, weight, cols, out}, NormTensor{}, eps, rows, group, s, rope, positions);
-}
-
-void set_norm_per_warp(bool on) { g_norm_per_warp = on; }
-void set_mix_mma(bool on) { g_mix_mma = on; }
-void set_hc_split(bool on) { g_hc_split = on; }
-void set_hc_post_rows(bool on) { g_hc_post_rows = on; }
-
-cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, int64_t rows, int group, cudaStream_t s, const RopeDev* rope,
-                          const int32_t* positions) {
-  if (rows <= 0 || group <= 0 || a.cols % group != 0 || b.cols % group != 0) return rows <= 0 ? cudaSuccess : cudaErrorInvalidValue;
-  const int64_t first = rows * (a.cols / group), blocks = first + rows * (b.cols / group);
-  if (blocks == 0) return cudaSuccess;
-  const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
-  auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  auto vec_ok = [&](const NormTensor& t) { return t.cols % 4 == 0 && al(t.x) && al(t.weight) && al(t.out); };
-  const bool vec = group % 4 == 0 && vec_ok(a) && vec_ok(b);
-  // bf16 storage: four values per step, rotated in registers
-  if ((a.bf16 || b.bf16) && (!vec || (rope && rope->rope_dim % 4 != 0))) return cudaErrorInvalidValue;
-  const RopeDev r = rope ? *rope : RopeDev{};
-  const int32_t* pos = rope ? positions : nullptr;
-  // A warp per group where there are many (prefill); a decode step's few groups spread over more
-  // multiprocessors as a block each (measured: 23 vs 28 us for a step's four q + kv norms).
-  if (g_norm_per_warp && blocks >= 4096 && vec && group % 128 == 0 && (!rope || rope->rope_dim % 4 == 0)) {
-    const unsigned warp_blocks = static_cast<unsigned>((blocks + 7) / 8);
-    switch (group / 128) {
-      case 1: launch(rms_norm_warp_kernel<1>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();
-      case 2: launch(rms_norm_warp_kernel<2>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();
-      case 4: launch(rms_norm_warp_kernel<4>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();
-      case 8: launch(rms_norm_warp_kernel<8>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();
-      default: break;  // (other sizes: a block per group)
-    }
-  }
-  launch(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, s)(a, b, first, eps, group, vec, r, pos);
-  return cudaGetLastError();
-}
-
-namespace {
-template <typename T>
-cudaError_t launch_rope(T* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse, cudaStream_t s) {
-  const int64_t n = rows * (cols / head_dim) * (r.rope_dim / 2);
-  if (n <= 0) return cudaSuccess;
-  unsigned b = blocks_for(n, 256);
-  launch(rope_kernel<T>, b > 8192 ? 8192 : b, 256, 0, s)(x, rows, cols, head_dim, r, positions, inverse);
-  return cudaGetLastError();
-}
-}  // namespace
-
-cudaError_t rope(float* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
-                 cudaStream_t s) {
-  return launch_rope(x, rows, cols, head_dim, r, positions, inverse, s);
-}
-
-cudaError_t rope_bf16(bf16_t* x, int64_t rows, int64_t cols, int head_dim, RopeDev r, const int32_t* positions, bool inverse,
-                      cudaStream_t s) {
-  return launch_rope(reinterpret_cast<__nv_bfloat16*>(x), rows, cols, head_dim, r, positions, inverse, s);
-}
-
-cudaError_t add(float* a, const float* b, int64_t n, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  unsigned g = blocks_for(n, 256);
-  launch(add_kernel, g > 8192 ? 8192 : g, 256, 0, s)(a, b, n);
-  return cudaGetLastError();
-}
-
-cudaError_t gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
-  if (n <= 0 || cols <= 0) return cudaSuccess;
-  launch(gather_kernel, static_cast<unsigned>(n), 256, 0, s)(x, cols, rows, out);
-  return cudaGetLastError();
-}
-
-cudaError_t argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s) {
-  if (rows <= 0) return cudaSuccess;
-  launch(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, s)(x, cols, out);
-  return cudaGetLastError();
-}
-
-cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  unsigned b = blocks_for(n, 256);
-  launch(swiglu_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit);
-  return cudaGetLastError();
-}
-
-cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, cudaStream_t s) {
-  if (n <= 0) return cudaSuccess;
-  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(h) % 8 == 0;
-  unsigned b = blocks_for(vec ? n / 4 : n, 256);
-  launch(swiglu_bf16_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit, vec, reinterpret_cast<__nv_bfloat16*>(h));
-  return cudaGetLastError();
+cudaError_t prepare_hyper_connection(size_t device_max) {
+  // (the largest n: up to 192 KB)
+  return allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk, device_max);
 }
 
 int mix_splits(int64_t K) { return static_cast<int>((K + kMixChunk - 1) / kMixChunk); }
 
-cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, cudaStream_t s) {
+cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w, int n, float* partial, Stream s) {
   if (rows <= 0 || K <= 0 || n <= 0) return cudaSuccess;
   if (n > kMixMaxOut) return cudaErrorInvalidValue;
   const int splits = mix_splits(K);
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (g_mix_mma && rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
+  if (rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
-  // (the largest n: up to 192 KB)
-  if (const cudaError_t e = allow_smem<mix_partial_kernel>(sizeof(float) * (kMixTileRows + kMixMaxOut) * kMixChunk); e != cudaSuccess)
-    return e;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);
   return cudaGetLastError();
 }
 
-cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, cudaStream_t s) {
+cudaError_t row_sumsq(const float* x, int64_t rows, int64_t K, float* out, int64_t ld, Stream s) {
   if (rows <= 0) return cudaSuccess;
   if (rows > 2147483647) return cudaErrorInvalidValue;
   launch(row_sumsq_kernel, static_cast<unsigned>(rows), 256, 0, s)(x, K, out, ld);
@@ -1073,14 +615,14 @@ bool hc_shape_ok(int64_t rows, int hc, int64_t d, int splits, bool vec) {
 
 cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
-                   float* post, float* comb, cudaStream_t s) {
+                   float* post, float* comb, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
   const dim3 grid = hc_grid(rows, d, vec, true, norm_weight != nullptr);
   const int iters = sinkhorn_iters < 1 ? 1 : sinkhorn_iters;
-  const bool split = g_hc_split && grid.y == 1 && hc * hc <= 32;  // (whole rows: prefill)
+  const bool split = grid.y == 1 && hc * hc <= 32;  // (whole rows: prefill)
   if (split)
     launch(hc_post_comb_kernel, static_cast<unsigned>((rows + 7) / 8), 256, 0, s)(partial, splits, hc, rows, d, base, scale, iters, eps,
                                                                                   norm_eps, post, comb);
@@ -1090,13 +632,13 @@ cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t row
 }
 
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
-                    int64_t d, float* new_streams, cudaStream_t s) {
+                    int64_t d, float* new_streams, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
-  if (vec && hc == 4 && g_hc_post_rows) {
+  if (vec && hc == 4) {
     launch(hc_post_rows_kernel<4>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(streams, out, post, comb, d,
                                                                                                             new_streams);
     return cudaGetLastError();
@@ -1109,7 +651,7 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
 int hc_post_mix_splits(int hc, int64_t d) { return static_cast<int>(hc * ((d + kPostMixCols - 1) / kPostMixCols)); }
 
 cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
-                        float* new_streams, const float* w, int n, float* partial, cudaStream_t s) {
+                        float* new_streams, const float* w, int n, float* partial, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols;
@@ -1125,7 +667,7 @@ cudaError_t hc_post_mix(const float* streams, const float* out, const float* pos
 }
 
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
-                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t s) {
+                    const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
   const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;

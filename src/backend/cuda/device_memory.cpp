@@ -1,0 +1,250 @@
+// Device memory of the CUDA backend: weights (bf16 matrices, fp32 vectors and small matrices, int32
+// tables), the model state (slot records and blocks), and a forward's scratch stack.
+#include "backend/cuda/cuda_device.h"
+#include "elementwise.h"
+
+#include <algorithm>
+
+namespace deepinfer {
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) {
+  DI_TRYV(validate_weight_source(w));
+  DI_TRYV(set_device());
+  const size_t n = static_cast<size_t>(w.numel());
+  std::vector<float> f;
+  auto f32 = [&]() -> const std::vector<float>& {
+    if (f.size() != n) {
+      f.resize(n);
+      dequantize_to_f32(w, f.data());
+    }
+    return f;
+  };
+  const bool want_b16 = w.rows > 1 && !fp32_;
+  const bool want_f32 = fp32_ || w.rows == 1 || w.numel() <= kSmallMatrix;
+  auto out = std::make_unique<CudaWeight>();
+  out->rows = w.rows;
+  out->cols = w.cols;
+  if (want_b16) {
+    DI_TRY(p, device_alloc<uint16_t>(n, w.name));
+    out->b16 = p;
+    if (w.format == WeightFormat::kPlain && w.values.dtype == DType::kBF16) {
+      DI_TRYV(copy_to_device(out->b16, w.values.data, n * 2, w.name));
+    } else {
+      std::vector<uint16_t> h = to_bf16(f32().data(), n);
+      DI_TRYV(copy_to_device(out->b16, h.data(), n * 2, w.name));
+    }
+  }
+  if (want_f32) {
+    DI_TRY(p, device_alloc<float>(n, w.name));
+    out->f32 = p;
+    DI_TRYV(copy_to_device(out->f32, f32().data(), n * 4, w.name));
+  }
+  return std::unique_ptr<DeviceWeight>(std::move(out));
+}
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_stacked(const std::vector<WeightSource>& ws) {
+  if (ws.empty()) return make_error(Code::kInternal, "upload_stacked of nothing");
+  DI_TRYV(set_device());
+  auto out = std::make_unique<CudaWeight>();
+  out->count = static_cast<int64_t>(ws.size());
+  out->rows = ws[0].rows;
+  out->cols = ws[0].cols;
+  const size_t each = static_cast<size_t>(ws[0].numel());
+  if (fp32_) {
+    DI_TRY(p, device_alloc<float>(each * ws.size(), ws[0].name));
+    out->f32 = p;
+  } else {
+    DI_TRY(p, device_alloc<uint16_t>(each * ws.size(), ws[0].name));
+    out->b16 = p;
+  }
+  std::vector<float> f(each);
+  for (size_t e = 0; e < ws.size(); ++e) {
+    if (ws[e].rows != out->rows || ws[e].cols != out->cols)
+      return make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", ws[e].name,
+                        ws[e].rows, ws[e].cols, out->rows, out->cols);
+    DI_TRYV(validate_weight_source(ws[e]));
+    if (fp32_) {
+      dequantize_to_f32(ws[e], f.data());
+      DI_TRYV(copy_to_device(out->f32 + e * each, f.data(), each * 4, ws[e].name));
+    } else if (ws[e].format == WeightFormat::kPlain && ws[e].values.dtype == DType::kBF16) {
+      DI_TRYV(copy_to_device(out->b16 + e * each, ws[e].values.data, each * 2, ws[e].name));
+    } else {
+      dequantize_to_f32(ws[e], f.data());
+      std::vector<uint16_t> h = to_bf16(f.data(), each);
+      DI_TRYV(copy_to_device(out->b16 + e * each, h.data(), each * 2, ws[e].name));
+    }
+  }
+  return std::unique_ptr<DeviceWeight>(std::move(out));
+}
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  if (static_cast<int64_t>(v.size()) != rows * cols)
+    return make_error(Code::kInternal, "upload_floats: {} values for [{}, {}]", v.size(), rows, cols);
+  WeightSource w;
+  w.name = "floats";
+  w.rows = rows;
+  w.cols = cols;
+  w.values.dtype = DType::kF32;
+  w.values.shape = {rows, cols};
+  w.values.data = reinterpret_cast<const uint8_t*>(v.data());
+  w.values.nbytes = v.size() * sizeof(float);
+  return upload(w);
+}
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) {
+  if (static_cast<int64_t>(v.size()) != rows * cols)
+    return make_error(Code::kInternal, "upload_ints: {} values for [{}, {}]", v.size(), rows, cols);
+  DI_TRYV(set_device());
+  auto out = std::make_unique<CudaWeight>();
+  out->rows = rows;
+  out->cols = cols;
+  DI_TRY(p, device_alloc<int32_t>(v.size(), "int table"));
+  out->i32 = p;
+  DI_TRYV(copy_to_device(out->i32, v.data(), v.size() * 4, "int table"));
+  return std::unique_ptr<DeviceWeight>(std::move(out));
+}
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
+                                                   uint64_t seed) {
+  if (count <= 0 || rows <= 0 || cols <= 0)
+    return make_error(Code::kInternal, "random_weight of {} x [{}, {}]", count, rows, cols);
+  DI_TRYV(set_device());
+  const int64_t n = count * rows * cols;
+  auto out = std::make_unique<CudaWeight>();
+  out->count = count;
+  out->rows = rows;
+  out->cols = cols;
+  // The copies upload / upload_stacked would keep for such a weight.
+  const bool want_b16 = !fp32_ && rows > 1;
+  const bool want_f32 = fp32_ || (count == 1 && (rows == 1 || n <= kSmallMatrix));
+  const std::string what = fmt::format("a random {} x [{}, {}] weight", count, rows, cols);
+  if (want_b16) {
+    DI_TRY(p, device_alloc<uint16_t>(static_cast<size_t>(n), what));
+    out->b16 = p;
+  }
+  if (want_f32) {
+    DI_TRY(p, device_alloc<float>(static_cast<size_t>(n), what));
+    out->f32 = p;
+  }
+  cudaError_t e = kn::fill_random(out->f32, out->b16, n, mean, stddev, seed, stream_);
+  if (e != cudaSuccess) return cuda_error(e, "filling a random weight");
+  return std::unique_ptr<DeviceWeight>(std::move(out));
+}
+
+Result<void> CudaDevice::allocate_state(const StateLayout& layout, int n_slots, int n_blocks) {
+  DI_TRYV(set_device());
+  DI_TRYV(flush_pending());
+  DI_TRYV(sync("allocate_state"));
+  ++state_generation_;
+  if (slots_) cudaFree(slots_);
+  if (blocks_) cudaFree(blocks_);
+  slots_ = blocks_ = nullptr;
+  layout_ = layout;
+  n_slots_ = n_slots;
+  n_blocks_ = n_blocks;
+  if (layout.block_tokens <= 0) return make_error(Code::kInternal, "state layout with block_tokens {}", layout.block_tokens);
+  const size_t slot_n = layout.slot_floats * static_cast<size_t>(std::max(n_slots, 0));
+  const size_t block_n = layout.block_floats * static_cast<size_t>(std::max(n_blocks, 0));
+  auto oom = [&](const Error& e) {
+    return make_error(Code::kOutOfMemory, "cannot allocate model state for {} slots and {} blocks ({} MiB): {}", n_slots, n_blocks,
+                      (slot_n + block_n) * 4 >> 20, e.message);
+  };
+  auto s = device_alloc<float>(slot_n, "state slots");
+  if (!s) return oom(s.error());
+  slots_ = s.value();
+  auto b = device_alloc<float>(block_n, "state blocks");
+  if (!b) return oom(b.error());
+  blocks_ = b.value();
+  // On this stream (non-blocking: a plain cudaMemset on the legacy stream would not be ordered
+  // before its later work).
+  cudaError_t e = cudaMemsetAsync(slots_, 0, std::max<size_t>(slot_n, 1) * 4, stream_.id);
+  if (e == cudaSuccess) e = cudaMemsetAsync(blocks_, 0, std::max<size_t>(block_n, 1) * 4, stream_.id);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_.id);
+  if (e != cudaSuccess) return cuda_error(e, "zeroing model state");
+  layers_.clear();
+  for (const LayerStateLayout& L : layout.layers) {
+    kn::LayerDev d;
+    d.head_dim = L.head_dim;
+    d.window = L.window;
+    d.rate = L.rate;
+    d.overlap = L.overlap ? 1 : 0;
+    d.index_dim = L.index_dim;
+    d.entries_per_block = std::max(L.entries_per_block, 1);
+    d.window_offset = static_cast<int64_t>(L.window_offset);
+    d.ring_offset = static_cast<int64_t>(L.ring_offset);
+    d.index_ring_offset = static_cast<int64_t>(L.index_ring_offset);
+    d.entry_offset = static_cast<int64_t>(L.entry_offset);
+    d.index_key_offset = static_cast<int64_t>(L.index_key_offset);
+    layers_.push_back(d);
+  }
+  return ok();
+}
+
+void CudaDevice::reset_slot(int slot) {
+  if (!flush_pending()) return;
+  if (slot < 0 || slot >= n_slots_) return fail(make_error(Code::kInternal, "reset_slot({}) outside the {} slots", slot, n_slots_));
+  if (layout_.slot_floats == 0) return;
+  check(cudaMemsetAsync(slots_ + static_cast<size_t>(slot) * layout_.slot_floats, 0, layout_.slot_floats * 4, stream_.id), "reset_slot");
+}
+
+Result<void> CudaDevice::randomize_state(uint64_t seed) {
+  DI_TRYV(set_device());
+  DI_TRYV(flush_pending());
+  const int64_t slot_n = static_cast<int64_t>(layout_.slot_floats) * n_slots_;
+  const int64_t block_n = static_cast<int64_t>(layout_.block_floats) * n_blocks_;
+  cudaError_t e = kn::fill_random(slots_, nullptr, slot_n, 0.0f, 0.57735027f, seed, stream_);  // uniform [-1, 1)
+  if (e == cudaSuccess) e = kn::fill_random(blocks_, nullptr, block_n, 0.0f, 0.57735027f, seed ^ 0x5bd1e995u, stream_);
+  if (e != cudaSuccess) return cuda_error(e, "randomizing the model state");
+  return sync("randomizing the model state");
+}
+
+Tensor CudaDevice::scratch(int64_t rows, int64_t cols) {
+  Tensor t{nullptr, rows, cols};
+  t.data = static_cast<float*>(take_scratch(rows * cols, true));
+  return t;
+}
+
+IntTensor CudaDevice::scratch_int(int64_t rows, int64_t cols) {
+  IntTensor t{nullptr, rows, cols};
+  t.data = static_cast<int32_t*>(take_scratch(rows * cols, true));
+  return t;
+}
+
+Tensor CudaDevice::scratch_uninit(int64_t rows, int64_t cols) {
+  Tensor t{nullptr, rows, cols};
+  t.data = static_cast<float*>(take_scratch(rows * cols, zero_all_scratch_));
+  return t;
+}
+
+IntTensor CudaDevice::scratch_int_uninit(int64_t rows, int64_t cols) {
+  IntTensor t{nullptr, rows, cols};
+  t.data = static_cast<int32_t*>(take_scratch(rows * cols, zero_all_scratch_));
+  return t;
+}
+
+ScratchMark CudaDevice::scratch_mark() {
+  const auto m = scratch_.mark();
+  return ScratchMark{m.first, m.second};
+}
+
+void CudaDevice::scratch_release(ScratchMark m) {
+  scratch_.release({m.a, m.b});
+  query_ = {};  // its memory may be handed out again
+}
+
+void* CudaDevice::take_scratch(int64_t n, bool zero) {
+  if (failed_ || n <= 0) return nullptr;
+  void* p = scratch_.take(static_cast<size_t>(n) * 4);
+  if (!p) {
+    fail(make_error(Code::kOutOfMemory, "CUDA: no device memory for a scratch tensor of {} elements", n));
+    return nullptr;
+  }
+  if (zero && mode() != LaunchMode::kReplay) {  // (the graph zero-fills it)
+    const int pr = profiling_ && op_depth_ == 0 ? profiler_.begin("scratch zero-fill", 0, 0, stream_.id) : -1;
+    check(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, stream_.id), "zeroing scratch");
+    if (pr >= 0) profiler_.end(pr, stream_.id);
+  }
+  return p;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,145 @@
+// Products of the CUDA backend: decode rows (<= kDecodeRows) on the GEMV kernels (kernels/gemv.cu),
+// several products of one input as one launch and the input norm inside it; more rows through
+// cuBLAS from one bf16 copy of the input; fp32 weights (fp32 mode, small matrices where asked)
+// through cuBLAS's fp32 products.
+#include "backend/cuda/cuda_device.h"
+#include "elementwise.h"
+#include "gemv.h"
+
+#include <algorithm>
+
+namespace deepinfer {
+
+void CudaDevice::linear(Tensor x, const DeviceWeight& w, Tensor out) {
+  Op op(*this, "linear", w.rows, w.cols);
+  if (!op) return;
+  if (!expect(w.count == 1 && x.cols == w.cols && out.cols == w.rows && out.rows == x.rows,
+              "linear: [{}, {}] @ [{}, {}]^T into [{}, {}]", x.rows, x.cols, w.rows, w.cols, out.rows, out.cols))
+    return;
+  if (out.data == query_.data) {
+    const DeviceWeight* ws[] = {&w};
+    const Tensor outs[] = {out};
+    return linears(x, ws, outs);
+  }
+  gemm(x.data, x.rows, x.cols, x.cols, cw(w), 0, w.rows, w.cols, 0, 1, out.data, out.cols, false);
+}
+
+// outs[i] = x @ ws[i]^T are bf16 products of x's whole rows (what one launch, or one bf16 copy of x, serves).
+bool CudaDevice::bf16_products_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) {
+  bool ok = !ws.empty() && ws.size() == outs.size();
+  for (size_t i = 0; ok && i < ws.size(); ++i) {
+    const CudaWeight& w = cw(*ws[i]);
+    ok = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
+  }
+  return ok;
+}
+
+// Decode: products of one input as one GEMV launch (false: they are not for one).
+bool CudaDevice::gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list) {
+  if (x.rows > kDecodeRows || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const CudaWeight& w = cw(*ws[i]);
+    if (!kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
+    list.p[list.count++] = kn::GemvProduct{w.b16, outs[i].data, w.rows, w.rows, outs[i].cols};
+  }
+  return true;
+}
+
+// Decode: the products as one GEMV launch. Prefill: x converted to bf16 once for all of them
+// (one product after the other converted it each time: 7 times a CSA layer's input). Else one
+// product after the other.
+void CudaDevice::linears(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs) {
+  kn::GemvList list;
+  if (gemv_list_of(x, ws, outs, list)) {
+    Op op(*this, "linears (GEMV)");
+    if (op) check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list");
+    return;
+  }
+  const bool query = std::any_of(outs.begin(), outs.end(), [&](const Tensor& t) { return t.data == query_.data; });
+  if (fp32_ || x.rows <= kDecodeRows || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+    // (attention_query keeps a query in bf16 only where its product is one of these)
+    if (!query) return Backend::linears(x, ws, outs);
+    Op op(*this, "linears");
+    if (op) expect(false, "linears: the attention query of [{}, {}] must be a bf16 product of whole rows", x.rows, x.cols);
+    return;
+  }
+  Op op(*this, "linears (one bf16 input)");
+  if (!op) return;
+  const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
+  for (size_t i = 0; xb && i < ws.size(); ++i) {
+    const CudaWeight& w = cw(*ws[i]);
+    if (!gemm_bf16(main_lane(), xb, x.rows, x.cols, x.cols, w, 0, w.rows, w.cols, 0, 1, outs[i].data, outs[i].cols, outs[i].data == query_.data))
+      return;
+  }
+}
+
+// Decode: the norm inside the products' GEMV launch (x is left as it was). Else the two ops.
+void CudaDevice::rms_norm_linears(Tensor x, const DeviceWeight* weight, float eps, std::span<const DeviceWeight* const> ws,
+                      std::span<const Tensor> outs) {
+  kn::GemvList list;
+  const CudaWeight* nw = weight ? &cw(*weight) : nullptr;  // (an unweighted norm: the two ops)
+  if (!nw || !nw->f32 || nw->rows * nw->cols != x.cols || !gemv_list_of(x, ws, outs, list))
+    return Backend::rms_norm_linears(x, weight, eps, ws, outs);
+  Op op(*this, "rms_norm + linears (GEMV)");
+  if (!op) return;
+  list.norm = nw->f32;
+  list.norm_eps = eps;
+  check(kn::gemv_list(x.data, x.rows, x.cols, x.cols, list, stream_), "GEMV list with the input norm");
+}
+
+void CudaDevice::grouped_linear(Tensor x, const DeviceWeight& w, int groups, Tensor out) {
+  Op op(*this, "grouped_linear", w.rows, w.cols);
+  if (!op) return;
+  if (!expect(groups > 0 && x.cols % groups == 0 && w.rows % groups == 0 && w.cols == x.cols / groups &&
+                  out.cols == w.rows && out.rows == x.rows,
+              "grouped_linear: [{}, {}] in {} groups with [{}, {}] into [{}, {}]", x.rows, x.cols, groups, w.rows, w.cols, out.rows,
+              out.cols))
+    return;
+  const int64_t k = x.cols / groups, n = w.rows / groups;
+  gemm(x.data, x.rows, k, x.cols, cw(w), 0, n, k, n * k, groups, out.data, out.cols, false);
+}
+
+// C[i] (rows x n, ldc) = X[i] (rows x k, ldx) @ W[i]^T for `batch` groups: X[i] = x + i * k,
+// W[i] = w + w_off + i * w_stride, C[i] = c + i * n. bf16 weights (activations rounded to bf16)
+// unless prefer_f32 and the weight has an fp32 copy; fp32 accumulation either way.
+bool CudaDevice::gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
+          int64_t w_stride, int batch, float* c, int64_t ldc, bool prefer_f32) {
+  if (rows == 0 || n == 0) return true;
+  const float one = 1.0f, zero = 0.0f;
+  const bool use_f32 = w.f32 && (prefer_f32 || !w.b16);
+  if (use_f32) {
+    return check_blas(cublasSgemmStridedBatched(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                                                static_cast<int>(k), &one, w.f32 + w_off, static_cast<int>(wk), w_stride, x,
+                                                static_cast<int>(ldx), k, &zero, c, static_cast<int>(ldc), n, batch),
+                      "fp32 GEMM");
+  }
+  if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
+  if (rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
+    return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
+  const kn::bf16_t* xb = activations_bf16(x, rows * ldx);
+  return xb && gemm_bf16(main_lane(), xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc);
+}
+
+// The activations x (n floats) as bf16 in the temporary arena, or null (the error kept).
+const kn::bf16_t* CudaDevice::activations_bf16(const float* x, int64_t n) {
+  auto* xb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(n) * 2));
+  return xb && check(kn::f32_to_bf16(x, xb, n, stream_), "activation to bf16") ? xb : nullptr;
+}
+
+// gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values), on `lane`.
+bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off,
+                           int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16) {
+  const float one = 1.0f, zero = 0.0f;
+  if (batch == 1)
+    return check_blas(cublasGemmEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
+                                   w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
+                                   c_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "bf16 GEMM");
+  return check_blas(cublasGemmStridedBatchedEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
+                                               static_cast<int>(k), &one, w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride,
+                                               xb, CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, c_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                               static_cast<int>(ldc), n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "bf16 GEMM");
+}
+
+}  // namespace deepinfer
