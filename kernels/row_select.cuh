@@ -215,9 +215,8 @@ __device__ __forceinline__ void for_each_token_vec(const float* row, int64_t n, 
   }
 }
 
-
-// Keeps the tokens ranked at or before (v, id) in the order (value descending, id ascending); off:
-// keeps every token.
+// Keeps the tokens ranked at or before (v, id) in the order (value descending, id ascending); off
+// (Cut{}): keeps every token.
 struct Cut {
   float v;
   int64_t id;

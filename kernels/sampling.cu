@@ -134,7 +134,6 @@ struct LogprobSet {
   __device__ unsigned long long mass(float) const { return 0; }
 };
 
-
 // --- the kernels
 
 __device__ __forceinline__ bool mask_allows(const uint32_t* mask, int64_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }

@@ -15,6 +15,7 @@ Result<void> CudaDevice::sample_rows(Tensor logits, std::span<const RowSampling>
   out.clear();
   DI_TRYV(check_row_count(logits.rows, rows.size()));
   if (rows.empty()) return ok();
+  if (!logits.data) return make_error(Code::kInvalidArgument, "sample_rows: logits without device memory");
   if (logits.cols <= 0 || logits.cols > kn::kMaxSampleVocab)
     return make_error(Code::kInvalidArgument, "sample_rows: rows of {} logits (the device samples rows of 1 to {})", logits.cols,
                       kn::kMaxSampleVocab);
