@@ -14,7 +14,8 @@ namespace deepinfer::grammar {
 namespace {
 
 constexpr uint32_t kMaxRepeat = 10000;
-constexpr int kMaxDepth = 200;
+// Nesting limit: recursion stays bounded (a spec at the limit compiles on a 256 KB thread stack).
+constexpr int kMaxDepth = 100;
 
 struct Expr {
   enum class Kind { kAlt, kSeq, kChars, kRef, kRepeat };
@@ -56,7 +57,7 @@ class Parser {
   }
 
  private:
-  Error fail(std::string_view what) const {
+  [[gnu::noinline]] Error fail(std::string_view what) const {
     return make_error(Code::kGrammar, "ebnf: {} at line {}", what, line());
   }
 
@@ -131,7 +132,7 @@ class Parser {
     return seq;
   }
 
-  Result<Expr> quantified(Expr item) {
+  [[gnu::noinline]] Result<Expr> quantified(Expr item) {
     while (pos_ < src_.size()) {
       char c = src_[pos_];
       uint32_t lo, hi;
@@ -194,7 +195,20 @@ class Parser {
     return static_cast<uint32_t>(v);
   }
 
+  // Only groups recurse; the other primaries live in simple_primary() so that the recursive
+  // frames stay small (deep nesting must fit a small thread stack).
   Result<Expr> primary(int depth) {
+    if (src_[pos_] != '(') return simple_primary();
+    ++pos_;
+    skip_space();
+    DI_TRY(inner, alternatives(depth + 1));
+    skip_space();
+    if (pos_ >= src_.size() || src_[pos_] != ')') return fail("expected ')'");
+    ++pos_;
+    return inner;
+  }
+
+  [[gnu::noinline]] Result<Expr> simple_primary() {
     char c = src_[pos_];
     Expr e;
     if (c == '"') {
@@ -246,15 +260,6 @@ class Parser {
       e.kind = Expr::Kind::kChars;
       e.regex = re_chars(CodepointSet::all());
       return e;
-    }
-    if (c == '(') {
-      ++pos_;
-      skip_space();
-      DI_TRY(inner, alternatives(depth + 1));
-      skip_space();
-      if (pos_ >= src_.size() || src_[pos_] != ')') return fail("expected ')'");
-      ++pos_;
-      return inner;
     }
     if (name_char(c)) {
       DI_TRY(name, identifier());

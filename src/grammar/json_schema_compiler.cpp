@@ -31,6 +31,7 @@ class Lowering {
     ws_ = json_whitespace(options_);
     DI_TRYV(make_punctuation());
     DI_TRY(root, lower(Conj{{set_.root()}, {}}));
+    DI_TRYV(expand_pending());
     return builder_.build(root);
   }
 
@@ -135,6 +136,8 @@ class Lowering {
     return lower(c);
   }
 
+  // The rule for a conjunction, created on first use and expanded later by expand_pending(), so
+  // that nested schemas and $ref chains are lowered by a loop, not by recursion.
   Result<uint32_t> lower(const Conj& c) {
     Flat f = algebra_.flatten(c);
     Conj key{f.members, {}};
@@ -145,7 +148,21 @@ class Lowering {
     if (memo != memo_.end()) return memo->second;
     uint32_t rule = builder_.add_rule(rule_name(f.members));
     memo_.emplace(key, rule);
-    if (f.is_false) return rule;  // no production: matches nothing
+    pending_.push_back({rule, std::move(key), std::move(f)});
+    return rule;
+  }
+
+  Result<void> expand_pending() {
+    while (!pending_.empty()) {
+      Pending p = std::move(pending_.back());
+      pending_.pop_back();
+      DI_TRYV(expand(p.rule, p.key, p.flat));
+    }
+    return ok();
+  }
+
+  Result<void> expand(uint32_t rule, const Conj& key, const Flat& f) {
+    if (f.is_false) return ok();  // no production: matches nothing
     if (!f.open_groups.empty()) {
       uint32_t g = f.open_groups.front();
       const SchemaNode& owner = set_.node(g / 2);
@@ -160,11 +177,10 @@ class Lowering {
         DI_TRY(sub, lower(child));
         builder_.add_production(rule, {Symbol::rule(sub)});
       }
-      return rule;
+      return ok();
     }
     DI_TRY(m, algebra_.merge(f.members));
-    DI_TRYV(lower_merged(rule, m, f.members));
-    return rule;
+    return lower_merged(rule, m, f.members);
   }
 
   Result<void> lower_merged(uint32_t rule, const Merged& m, const std::vector<SchemaId>& members) {
@@ -451,6 +467,12 @@ class Lowering {
   Regex ws_;
   uint32_t obj_open_ = 0, obj_close_ = 0, obj_empty_ = 0, arr_open_ = 0, arr_close_ = 0, arr_empty_ = 0, comma_ = 0, colon_ = 0;
   std::map<Conj, uint32_t> memo_;
+  struct Pending {
+    uint32_t rule;
+    Conj key;
+    Flat flat;
+  };
+  std::vector<Pending> pending_;
 };
 
 }  // namespace

@@ -80,6 +80,24 @@ Result<uint8_t> type_bits(const Json& v, const std::string& path) {
   return one(v);
 }
 
+// The nesting depth of a JSON value in containers (a scalar adds none), without recursion; stops
+// counting past `limit`.
+size_t json_depth(const Json& root, size_t limit) {
+  if (!root.is_structured()) return 0;
+  std::vector<std::pair<const Json*, size_t>> stack{{&root, 1}};
+  size_t deepest = 0;
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *j) {
+      if (child.is_structured()) stack.push_back({&child, d + 1});
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
 
 Result<SchemaSet> SchemaSet::parse(std::string_view text) {
@@ -90,46 +108,54 @@ Result<SchemaSet> SchemaSet::parse(std::string_view text) {
     return make_error(Code::kGrammar, "json schema: not valid JSON: {}", e.what());
   }
   const Json& doc = *s.doc_;
+  if (json_depth(doc, kMaxJsonDepth) > kMaxJsonDepth) {
+    return make_error(Code::kGrammar, "json schema: nested too deep (more than {} levels of objects and arrays)", kMaxJsonDepth);
+  }
   if (!doc.is_object() && !doc.is_boolean()) return make_error(Code::kGrammar, "json schema: must be an object or a boolean");
   std::string base(kDefaultBase);
-  DI_TRYV(s.register_resources(doc, base, ""));
+  s.register_resources(doc, base);
   DI_TRY(root, s.load(doc, base, ""));
   s.root_ = root;
+  DI_TRYV(s.drain());
+  DI_TRYV(s.check_in_place_cycles());
   return s;
 }
 
 // Records every $id (a new base URI) and $anchor reachable through subschema keywords.
-Result<void> SchemaSet::register_resources(const Json& j, const std::string& parent_base, const std::string& path) {
-  if (!j.is_object()) return ok();
-  std::string base = parent_base;
-  auto id = j.find("$id");
-  if (id != j.end() && id->is_string()) {
-    base = split_fragment(resolve_uri(parent_base, id->get_ref<const std::string&>())).first;
-    resources_.emplace(base, std::make_pair(&j, path));
-  } else if (path.empty()) {
-    resources_.emplace(base, std::make_pair(&j, path));
-  }
-  for (const char* kw : {"$anchor", "$dynamicAnchor"}) {
-    auto a = j.find(kw);
-    if (a != j.end() && a->is_string()) anchors_.emplace(base + "#" + a->get<std::string>(), std::make_pair(&j, path));
-  }
-  for (const auto& [key, value] : j.items()) {
-    std::string p = path + "/" + escape_pointer(key);
-    if (kSchemaValued.count(key) && (value.is_object())) {
-      DI_TRYV(register_resources(value, base, p));
+void SchemaSet::register_resources(const Json& root, const std::string& root_base) {
+  struct Visit {
+    const Json* json;
+    std::string base, path;
+  };
+  std::vector<Visit> stack{{&root, root_base, ""}};
+  while (!stack.empty()) {
+    Visit v = std::move(stack.back());
+    stack.pop_back();
+    const Json& j = *v.json;
+    if (!j.is_object()) continue;
+    std::string base = v.base;
+    auto id = j.find("$id");
+    if (id != j.end() && id->is_string()) {
+      base = split_fragment(resolve_uri(v.base, id->get_ref<const std::string&>())).first;
+      resources_.emplace(base, std::make_pair(&j, v.path));
+    } else if (v.path.empty()) {
+      resources_.emplace(base, std::make_pair(&j, v.path));
     }
-    if (kSchemaMaps.count(key) && value.is_object()) {
-      for (const auto& [k, sub] : value.items()) {
-        DI_TRYV(register_resources(sub, base, p + "/" + escape_pointer(k)));
+    for (const char* kw : {"$anchor", "$dynamicAnchor"}) {
+      auto a = j.find(kw);
+      if (a != j.end() && a->is_string()) anchors_.emplace(base + "#" + a->get<std::string>(), std::make_pair(&j, v.path));
+    }
+    for (const auto& [key, value] : j.items()) {
+      std::string p = v.path + "/" + escape_pointer(key);
+      if (kSchemaValued.count(key) && value.is_object()) stack.push_back({&value, base, p});
+      if (kSchemaMaps.count(key) && value.is_object()) {
+        for (const auto& [k, sub] : value.items()) stack.push_back({&sub, base, p + "/" + escape_pointer(k)});
+      }
+      if (kSchemaArrays.count(key) && value.is_array()) {
+        for (size_t i = 0; i < value.size(); ++i) stack.push_back({&value[i], base, p + "/" + std::to_string(i)});
       }
     }
-    if (kSchemaArrays.count(key) && value.is_array()) {
-      for (size_t i = 0; i < value.size(); ++i) {
-        DI_TRYV(register_resources(value[i], base, p + "/" + std::to_string(i)));
-      }
-    }
   }
-  return ok();
 }
 
 Result<SchemaId> SchemaSet::load(const Json& j, const std::string& parent_base, const std::string& path) {
@@ -144,9 +170,55 @@ Result<SchemaId> SchemaSet::load(const Json& j, const std::string& parent_base, 
     auto idv = j.find("$id");
     if (idv != j.end() && idv->is_string()) base = split_fragment(resolve_uri(parent_base, idv->get_ref<const std::string&>())).first;
   }
-  DI_TRY(n, parse_node(j, base, path));
-  nodes_[id] = std::move(n);
+  pending_.push_back({&j, std::move(base), path, id});
   return id;
+}
+
+Result<void> SchemaSet::drain() {
+  while (!pending_.empty()) {
+    Pending p = std::move(pending_.back());
+    pending_.pop_back();
+    DI_TRY(n, parse_node(*p.json, p.base, p.path));
+    nodes_[p.id] = std::move(n);
+  }
+  return ok();
+}
+
+Result<void> SchemaSet::check_in_place_cycles() const {
+  // Iterative DFS over the in-place edges; 0 = unseen, 1 = on the stack, 2 = done.
+  std::vector<uint8_t> color(nodes_.size(), 0);
+  auto edges = [&](SchemaId id) {
+    const SchemaNode& n = nodes_[id];
+    std::vector<SchemaId> out(n.all_of.begin(), n.all_of.end());
+    out.insert(out.end(), n.any_of.begin(), n.any_of.end());
+    out.insert(out.end(), n.one_of.begin(), n.one_of.end());
+    if (n.ref) out.push_back(*n.ref);
+    return out;
+  };
+  for (SchemaId start = 0; start < nodes_.size(); ++start) {
+    if (color[start]) continue;
+    std::vector<std::pair<SchemaId, std::vector<SchemaId>>> stack;
+    stack.push_back({start, edges(start)});
+    color[start] = 1;
+    while (!stack.empty()) {
+      auto& [id, next] = stack.back();
+      if (next.empty()) {
+        color[id] = 2;
+        stack.pop_back();
+        continue;
+      }
+      SchemaId to = next.back();
+      next.pop_back();
+      if (color[to] == 1) {
+        return schema_error(nodes_[to].path, "the schema refers to itself through $ref/allOf/anyOf/oneOf without descending into the instance");
+      }
+      if (color[to] == 0) {
+        color[to] = 1;
+        stack.push_back({to, edges(to)});
+      }
+    }
+  }
+  return ok();
 }
 
 Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::string& ref, const std::string& path) {
@@ -189,8 +261,9 @@ Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::stri
       cur = &*f;
     } else if (cur->is_array()) {
       size_t idx = 0;
-      bool digits = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits || (idx = std::stoul(token)) >= cur->size()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
+      bool digits = !token.empty() && token.size() <= 9 && token.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) idx = static_cast<size_t>(std::stoul(token));
+      if (!digits || idx >= cur->size()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
       cur = &(*cur)[idx];
     } else {
       return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));

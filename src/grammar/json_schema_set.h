@@ -71,6 +71,10 @@ struct SchemaNode {
 
 class SchemaSet {
  public:
+  // JSON nesting beyond this (the schema document, const and enum values included) is an error:
+  // what follows recurses over values, and a schema must compile on a small thread stack.
+  static constexpr size_t kMaxJsonDepth = 128;
+
   static Result<SchemaSet> parse(std::string_view text);
 
   SchemaId root() const { return root_; }
@@ -83,14 +87,26 @@ class SchemaSet {
     std::string base;  // base URI
     std::string path;
   };
-  Result<void> register_resources(const Json& j, const std::string& base, const std::string& path);
+  void register_resources(const Json& root, const std::string& base);
+  // Assigns an id; the node is parsed later by drain() (so that no chain of subschemas or $refs
+  // recurses).
   Result<SchemaId> load(const Json& j, const std::string& base, const std::string& path);
+  Result<void> drain();
   Result<SchemaNode> parse_node(const Json& j, const std::string& base, const std::string& path);
   Result<SchemaId> resolve_ref(const std::string& base, const std::string& ref, const std::string& path);
+  // A schema that reaches itself through $ref / allOf / anyOf / oneOf alone has no meaning
+  // (validators loop on it): an error.
+  Result<void> check_in_place_cycles() const;
 
   std::unique_ptr<Json> doc_;  // boxed: the tables point into it
   SchemaId root_ = 0;
   std::vector<SchemaNode> nodes_;
+  struct Pending {
+    const Json* json;
+    std::string base, path;
+    SchemaId id;
+  };
+  std::vector<Pending> pending_;
   std::unordered_map<const Json*, SchemaId> ids_;
   std::map<std::string, std::pair<const Json*, std::string>> resources_;  // URI -> (node, path)
   std::map<std::string, std::pair<const Json*, std::string>> anchors_;    // URI#name -> (node, path)

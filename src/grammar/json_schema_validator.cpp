@@ -7,7 +7,8 @@
 namespace deepinfer::grammar {
 namespace {
 
-constexpr int kMaxDepth = 512;
+// Recursion bound (schemas and values checked in place): fits a small thread stack.
+constexpr int kMaxDepth = 128;
 
 std::optional<Decimal> number_of(const Json& v) {
   if (!v.is_number()) return std::nullopt;
@@ -101,7 +102,7 @@ Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
 }
 
 Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
-  if (depth_ > kMaxDepth) return make_error(Code::kGrammar, "json schema: references nest too deeply");
+  if (depth_ > kMaxDepth) return make_error(Code::kGrammar, "json schema: references nest too deep to check a value (more than {} levels)", kMaxDepth);
   struct Depth {
     int& d;
     explicit Depth(int& x) : d(++x) {}

@@ -9,7 +9,7 @@
 namespace deepinfer::grammar {
 namespace {
 
-// Nesting limit: keeps recursion bounded for hostile patterns.
+// Nesting limit: recursion stays bounded (a pattern at the limit compiles on a 256 KB thread stack).
 constexpr int kMaxDepth = 200;
 // Repetition counts above this are rejected: the automaton would be too large anyway.
 constexpr uint32_t kMaxRepeat = 100000;
@@ -38,7 +38,7 @@ class Parser {
     return ok();
   }
 
-  Error fail(std::string_view what) const {
+  [[gnu::noinline]] Error fail(std::string_view what) const {
     return make_error(Code::kGrammar, "regex: {} at position {} in /{}/", what, pos_, src_);
   }
 
@@ -87,7 +87,7 @@ class Parser {
   }
 
   // Reads {n}, {n,}, {n,m} at pos_ without consuming on failure (Annex B: a lone '{' is literal).
-  bool braces(uint32_t* lo, uint32_t* hi) {
+  [[gnu::noinline]] bool braces(uint32_t* lo, uint32_t* hi) {
     size_t save = pos_;
     if (!eat('{')) return false;
     auto number = [&](uint32_t* out) {
@@ -115,7 +115,7 @@ class Parser {
     return true;
   }
 
-  Result<Regex> quantified(Regex a) {
+  [[gnu::noinline]] Result<Regex> quantified(Regex a) {
     uint32_t lo = 0, hi = 0;
     uint32_t c = peek();
     if (c == '*') {
@@ -150,31 +150,37 @@ class Parser {
     return re_repeat(std::move(a), lo, hi);
   }
 
+  // Only groups recurse; the other atoms live in simple_atom() so that the recursive frames stay
+  // small (deep nesting must fit a small thread stack).
   Result<Regex> atom(int depth) {
+    if (peek() != '(') return simple_atom();
+    ++pos_;
+    DI_TRYV(group_prefix());
+    DI_TRY(inner, disjunction(depth + 1));
+    if (!eat(')')) return fail("missing ')'");
+    return inner;
+  }
+
+  // After '(': the group kind (capturing, non-capturing, named); lookaround is an error.
+  [[gnu::noinline]] Result<void> group_prefix() {
+    if (!eat('?')) return ok();
+    if (eat(':')) return ok();
+    if (peek() == '<' && peek(1) != '=' && peek(1) != '!') {
+      ++pos_;
+      while (!at_end() && peek() != '>') ++pos_;
+      if (!eat('>')) return fail("unterminated group name");
+      return ok();
+    }
+    if (peek() == '=' || peek() == '!' || peek() == '<') return fail("lookaround assertions are not supported");
+    return fail("unsupported group syntax");
+  }
+
+  [[gnu::noinline]] Result<Regex> simple_atom() {
     uint32_t c = peek();
     switch (c) {
       case '.':
         ++pos_;
         return re_chars(class_dot());
-      case '(': {
-        ++pos_;
-        if (eat('?')) {
-          if (eat(':')) {
-            // non-capturing group
-          } else if (peek() == '<' && peek(1) != '=' && peek(1) != '!') {
-            ++pos_;
-            while (!at_end() && peek() != '>') ++pos_;
-            if (!eat('>')) return fail("unterminated group name");
-          } else if (peek() == '=' || peek() == '!' || peek() == '<') {
-            return fail("lookaround assertions are not supported");
-          } else {
-            return fail("unsupported group syntax");
-          }
-        }
-        DI_TRY(inner, disjunction(depth + 1));
-        if (!eat(')')) return fail("missing ')'");
-        return inner;
-      }
       case ')': return fail("unmatched ')'");
       case '[': return char_class();
       case '\\': return atom_escape();
@@ -195,7 +201,7 @@ class Parser {
     }
   }
 
-  Result<Regex> atom_escape() {
+  [[gnu::noinline]] Result<Regex> atom_escape() {
     ++pos_;  // backslash
     if (at_end()) return fail("trailing backslash");
     uint32_t c = peek();
@@ -306,7 +312,7 @@ class Parser {
     return fail("invalid escape");
   }
 
-  Result<Regex> char_class() {
+  [[gnu::noinline]] Result<Regex> char_class() {
     ++pos_;  // [
     bool negate = eat('^');
     CodepointSet set;
