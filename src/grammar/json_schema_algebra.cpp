@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "grammar/compile_budget.h"
+#include "grammar/json_formats.h"
+
 #include <algorithm>
+#include <unordered_set>
 
 namespace deepinfer::grammar {
 namespace {
@@ -50,14 +54,12 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
       if (!m.enum_values) {
         m.enum_values = *n.enum_values;
       } else {
+        std::unordered_set<std::string> theirs;
+        for (const auto& w : *n.enum_values) theirs.insert(json_canonical(w));
+        CompileBudget::charge(m.enum_values->size() + n.enum_values->size());
         std::vector<Json> keep;
         for (const auto& v : *m.enum_values) {
-          for (const auto& w : *n.enum_values) {
-            if (json_equal(v, w)) {
-              keep.push_back(v);
-              break;
-            }
-          }
+          if (theirs.count(json_canonical(v))) keep.push_back(v);
         }
         m.enum_values = std::move(keep);
       }
@@ -65,7 +67,18 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
     m.min_length = std::max(m.min_length, n.min_length);
     m.max_length = std::min(m.max_length, n.max_length);
     m.patterns.insert(m.patterns.end(), n.patterns.begin(), n.patterns.end());
-    m.formats.insert(m.formats.end(), n.formats.begin(), n.formats.end());
+    for (const auto& f : n.formats) {
+      DI_TRY(rule, format_rule(f));
+      if (rule.kind == FormatRule::Kind::kString) {
+        m.formats.push_back(f);
+        m.max_length = std::min(m.max_length, rule.max_length);
+      } else if (rule.kind == FormatRule::Kind::kNumber) {
+        if (rule.integer) m.types &= static_cast<uint8_t>(~kTypeFraction);
+        NumberBound lo{*rule.minimum, false}, hi{*rule.maximum, false};
+        if (!m.lower || compare(lo.value, m.lower->value) > 0) m.lower = lo;
+        if (!m.upper || compare(hi.value, m.upper->value) < 0) m.upper = hi;
+      }
+    }
     if (n.lower && (!m.lower || compare(n.lower->value, m.lower->value) > 0 ||
                     (compare(n.lower->value, m.lower->value) == 0 && n.lower->exclusive))) {
       m.lower = n.lower;

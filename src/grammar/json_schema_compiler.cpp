@@ -1,5 +1,6 @@
 #include "grammar/json_schema_compiler.h"
 
+#include "grammar/compile_budget.h"
 #include "grammar/json_lexemes.h"
 #include "grammar/json_schema_algebra.h"
 #include "grammar/json_schema_set.h"
@@ -64,23 +65,11 @@ class Lowering {
     return ok();
   }
 
-  // The JSON string bodies (between quotes) whose values meet the string constraints of `m`.
-  Result<Dfa> string_content(const Merged& m, const std::string& where) {
+  // The JSON string bodies (between quotes) whose values meet the pattern and format constraints
+  // of `m` (length bounds aside).
+  Result<Dfa> string_body(const Merged& m, const std::string& where) {
     auto fail = [&](const Error& e) { return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, e.message); };
-    uint32_t max = m.max_length == UINT64_MAX ? kUnbounded : static_cast<uint32_t>(std::min<uint64_t>(m.max_length, UINT32_MAX - 1));
-    uint64_t limit = Dfa::kDefaultMaxStates / json_char_dfa().num_states();
-    if (m.min_length > limit || (max != kUnbounded && max > limit)) {
-      return make_error(Code::kGrammar, "json schema: minLength/maxLength above {} are not supported (at {})", limit, where);
-    }
-    // Pattern and format languages only hold well-formed string bodies: without a length bound
-    // the first of them starts the intersection.
-    bool bounded = m.min_length > 0 || max != kUnbounded;
     std::optional<Dfa> acc;
-    if (bounded || (m.patterns.empty() && m.formats.empty())) {
-      auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
-      if (!counted) return fail(counted.error());
-      acc = std::move(counted.value());
-    }
     auto narrow = [&](const Dfa& d) -> Result<void> {
       if (!acc) {
         acc = d;
@@ -104,7 +93,40 @@ class Lowering {
       if (!d) return make_error(Code::kGrammar, "{} (at {})", d.error().message, where);
       DI_TRYV(narrow(*d.value()));
     }
+    if (!acc) return json_body_dfa();
     return std::move(*acc);
+  }
+
+  // The same with the length bounds unrolled into the automaton (for keys, which the lowering
+  // intersects and subtracts as languages; values use string_terminal's counter).
+  Result<Dfa> string_content(const Merged& m, const std::string& where) {
+    DI_TRY(body, string_body(m, where));
+    if (m.min_length == 0 && m.max_length == UINT64_MAX) return std::move(body);
+    uint64_t limit = Dfa::kDefaultMaxStates / json_char_dfa().num_states();
+    if (m.min_length > limit || (m.max_length != UINT64_MAX && m.max_length > limit)) {
+      return make_error(Code::kGrammar, "json schema: property names with minLength/maxLength above {} are not supported (at {})", limit, where);
+    }
+    uint32_t max = m.max_length == UINT64_MAX ? kUnbounded : static_cast<uint32_t>(m.max_length);
+    auto counted = Dfa::repeat(json_char_dfa(), static_cast<uint32_t>(m.min_length), max);
+    if (!counted) return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, counted.error().message);
+    DI_TRY(both, Dfa::intersect(counted.value(), body));
+    return std::move(both);
+  }
+
+  // The terminal of the JSON strings (quotes included) meeting the string constraints of `m`;
+  // nullopt when there is none. Length bounds become a counter (CountedDfa).
+  Result<std::optional<uint32_t>> string_terminal(const Merged& m, const std::string& where) {
+    DI_TRY(body, string_body(m, where));
+    DI_TRY(wrapped, body.wrap('"', '"'));
+    auto quoted = std::make_shared<const Dfa>(std::move(wrapped));
+    if (m.min_length == 0 && m.max_length == UINT64_MAX) return std::optional<uint32_t>(builder_.add_terminal(quoted));
+    if (m.min_length > m.max_length) return std::optional<uint32_t>();
+    if (m.min_length >= kUnbounded) return make_error(Code::kGrammar, "json schema: minLength {} is too large (at {})", m.min_length, where);
+    uint32_t max = m.max_length >= kUnbounded ? kUnbounded : static_cast<uint32_t>(m.max_length);
+    auto counted = CountedDfa::create(*quoted, static_cast<uint32_t>(m.min_length), max);
+    if (!counted) return make_error(Code::kGrammar, "json schema: string constraints at {}: {}", where, counted.error().message);
+    if (counted.value()->empty()) return std::optional<uint32_t>();
+    return std::optional<uint32_t>(builder_.add_counted_terminal(std::move(quoted), std::move(counted.value())));
   }
 
   Result<uint32_t> quoted_terminal(const Dfa& content) {
@@ -140,22 +162,47 @@ class Lowering {
   // that nested schemas and $ref chains are lowered by a loop, not by recursion.
   Result<uint32_t> lower(const Conj& c) {
     Flat f = algebra_.flatten(c);
-    Conj key{f.members, {}};
+    Conj full{f.members, {}};
     for (uint32_t g : c.resolved) {
-      if (std::binary_search(f.members.begin(), f.members.end(), g / 2)) key.resolved.push_back(g);
+      if (std::binary_search(f.members.begin(), f.members.end(), g / 2)) full.resolved.push_back(g);
     }
+    Conj key = memo_key(full);
     auto memo = memo_.find(key);
     if (memo != memo_.end()) return memo->second;
     uint32_t rule = builder_.add_rule(rule_name(f.members));
-    memo_.emplace(key, rule);
-    pending_.push_back({rule, std::move(key), std::move(f)});
+    memo_.emplace(std::move(key), rule);
+    pending_.push_back({rule, std::move(full), std::move(f)});
     return rule;
+  }
+
+  // A conjunction without the members that add nothing once expanded: nodes made only of
+  // applicators whose anyOf/oneOf are resolved (their $ref and allOf targets and chosen branches
+  // are members themselves). Conjunctions reached through different $refs to the same schema then
+  // share one rule (anyOf of two $refs to the next level, 20 levels deep, made 2^20 rules).
+  // unevaluated* keywords see the schemas on the way, so conjunctions with them keep every member.
+  Conj memo_key(const Conj& c) const {
+    for (SchemaId id : c.members) {
+      const SchemaNode& n = set_.node(id);
+      if (n.unevaluated_properties || n.unevaluated_items) return c;
+    }
+    auto resolved = [&](uint32_t g) { return std::binary_search(c.resolved.begin(), c.resolved.end(), g); };
+    Conj key;
+    for (SchemaId id : c.members) {
+      const SchemaNode& n = set_.node(id);
+      bool spent = n.only_applicators() && (n.any_of.empty() || resolved(id * 2)) && (n.one_of.empty() || resolved(id * 2 + 1));
+      if (!spent) key.members.push_back(id);
+    }
+    for (uint32_t g : c.resolved) {
+      if (std::binary_search(key.members.begin(), key.members.end(), g / 2)) key.resolved.push_back(g);
+    }
+    return key;
   }
 
   Result<void> expand_pending() {
     while (!pending_.empty()) {
       Pending p = std::move(pending_.back());
       pending_.pop_back();
+      DI_TRYV(CompileBudget::spend(1 + p.flat.members.size()));
       DI_TRYV(expand(p.rule, p.key, p.flat));
     }
     return ok();
@@ -214,9 +261,8 @@ class Lowering {
       builder_.add_production(rule, {Symbol::term(t)});
     }
     if (m.types & kTypeString) {
-      DI_TRY(content, string_content(m, where));
-      DI_TRY(t, quoted_terminal(content));
-      builder_.add_production(rule, {Symbol::term(t)});
+      DI_TRY(t, string_terminal(m, where));
+      if (t) builder_.add_production(rule, {Symbol::term(*t)});
     }
     if (m.types & kTypeArray) {
       DI_TRYV(lower_array(rule, m, where));
@@ -437,7 +483,7 @@ class Lowering {
         uint32_t mem = member[idx(i, c)], aft = after[idx(i, c)];
         if (i < n) {
           if (can_add(c)) {
-            DI_TRY(key, terminal(re_literal(json_quote(props[i].name))));
+            DI_TRY(key, terminal(json_string_literal(props[i].name)));
             builder_.add_production(mem, {Symbol::term(key), Symbol::term(colon_), Symbol::rule(values[i]),
                                           Symbol::rule(after[idx(i + 1, next_count(c))])});
           }

@@ -100,6 +100,14 @@ size_t json_depth(const Json& root, size_t limit) {
 
 }  // namespace
 
+bool SchemaNode::only_applicators() const {
+  return !always_false && types == kTypeAll && !enum_values && min_length == 0 && max_length == UINT64_MAX && patterns.empty() &&
+         formats.empty() && !lower && !upper && multiple_of.empty() && prefix_items.empty() && !items && !unevaluated_items &&
+         min_items == 0 && max_items == UINT64_MAX && !contains && properties.empty() && required.empty() &&
+         pattern_properties.empty() && !additional_properties && !unevaluated_properties && !property_names &&
+         min_properties == 0 && max_properties == UINT64_MAX;
+}
+
 Result<SchemaSet> SchemaSet::parse(std::string_view text) {
   SchemaSet s;
   try {

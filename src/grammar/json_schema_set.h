@@ -67,6 +67,9 @@ struct SchemaNode {
   std::vector<SchemaId> any_of;
   std::vector<SchemaId> one_of;
   std::optional<SchemaId> ref;
+
+  // Nothing but $ref / allOf / anyOf / oneOf: once those are followed, the node adds no constraint.
+  bool only_applicators() const;
 };
 
 class SchemaSet {

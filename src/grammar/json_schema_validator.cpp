@@ -1,8 +1,11 @@
 #include "grammar/json_schema_validator.h"
 
+#include "grammar/compile_budget.h"
 #include "grammar/json_formats.h"
 #include "grammar/regex_parser.h"
 #include "grammar/utf8.h"
+
+#include <algorithm>
 
 namespace deepinfer::grammar {
 namespace {
@@ -66,6 +69,42 @@ bool json_equal(const Json& a, const Json& b) {
   return a == b;
 }
 
+std::string json_canonical(const Json& v) {
+  if (v.is_number()) {
+    auto d = number_of(v);
+    if (!d) return v.dump();
+    return (d->negative ? "-" : "") + d->integer + (d->fraction.empty() ? "" : "." + d->fraction);
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const auto& x : v) out += json_canonical(x) + ",";
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::vector<std::pair<std::string, const Json*>> members;
+    for (const auto& [k, x] : v.items()) members.emplace_back(Json(k).dump(), &x);
+    std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string out = "{";
+    for (const auto& [k, x] : members) out += k + ":" + json_canonical(*x) + ",";
+    return out + "}";
+  }
+  return v.dump();
+}
+
+bool SchemaValidator::in_enum(SchemaId id, const std::vector<Json>& values, const Json& v) {
+  if (values.size() <= 8) {
+    for (const auto& e : values) {
+      if (json_equal(e, v)) return true;
+    }
+    return false;
+  }
+  auto [it, fresh] = enum_sets_.try_emplace(id);
+  if (fresh) {
+    for (const auto& e : values) it->second.insert(json_canonical(e));
+  }
+  return it->second.count(json_canonical(v)) > 0;
+}
+
 Result<const Dfa*> SchemaValidator::pattern_dfa(const std::string& pattern) {
   auto it = patterns_.find(pattern);
   if (it != patterns_.end()) return it->second.get();
@@ -85,9 +124,9 @@ Result<bool> SchemaValidator::pattern_matches(const std::string& pattern, const 
 Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
   auto it = formats_.find(format);
   if (it != formats_.end()) return it->second.get();
-  DI_TRY(parts, format_regexes(format));
+  DI_TRY(rule, format_rule(format));
   std::optional<Dfa> acc;
-  for (const auto& re : parts) {
+  for (const auto& re : rule.patterns) {
     DI_TRY(dfa, Dfa::from_regex(re));
     if (acc) {
       DI_TRY(both, Dfa::intersect(*acc, dfa));
@@ -102,6 +141,7 @@ Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
 }
 
 Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
+  DI_TRYV(CompileBudget::spend(1));
   if (depth_ > kMaxDepth) return make_error(Code::kGrammar, "json schema: references nest too deep to check a value (more than {} levels)", kMaxDepth);
   struct Depth {
     int& d;
@@ -112,11 +152,7 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   if (n.always_false) return false;
   uint8_t t = type_of(v);
   if (!(n.types & t)) return false;
-  if (n.enum_values) {
-    bool found = false;
-    for (const auto& e : *n.enum_values) found = found || json_equal(e, v);
-    if (!found) return false;
-  }
+  if (n.enum_values && !in_enum(id, *n.enum_values, v)) return false;
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
     uint64_t len = codepoints(s);
@@ -126,6 +162,9 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
       if (!m) return false;
     }
     for (const auto& f : n.formats) {
+      DI_TRY(rule, format_rule(f));
+      if (rule.kind != FormatRule::Kind::kString) continue;
+      if (len > rule.max_length) return false;
       DI_TRY(d, format_dfa(f));
       if (!d->matches(s)) return false;
     }
@@ -143,6 +182,11 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     }
     for (const auto& step : n.multiple_of) {
       if (!is_multiple_of(d->abs(), step)) return false;
+    }
+    for (const auto& f : n.formats) {
+      DI_TRY(rule, format_rule(f));
+      if (rule.kind != FormatRule::Kind::kNumber) continue;
+      if ((rule.integer && !d->is_integer()) || compare(*d, *rule.minimum) < 0 || compare(*d, *rule.maximum) > 0) return false;
     }
   }
   if (v.is_array()) {

@@ -78,8 +78,27 @@ TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
 }
 
 TEST(JsonSchema, StringLengthsCountCodePoints) {
+  // An escape or a surrogate pair is one code point.
   expect_texts(R"({"type":"string","minLength":2,"maxLength":3})",
-               {R"("ab")", R"("😀é")", R"("a\nb")", R"("\u0001\"\\")"}, {R"("a")", R"("abcd")", R"("😀")", R"("a\u00e9")"});
+               {R"("ab")", R"("😀é")", R"("a\nb")", R"("\u0001\"\\")", R"("a\u00e9")", R"("\ud83d\ude00\u00E9")", R"("\/\/\/")"},
+               {R"("a")", R"("abcd")", R"("😀")", R"("\ud83d\ude00")", R"("\/\/\/\/")"});
+}
+
+TEST(JsonSchema, LengthBoundsAreCountersUpToAMillion) {
+  // Bounds were unrolled into the automaton: maxLength above 3,333 was refused, ~200 with a format.
+  std::string a4999(4999, 'a'), a5000(5000, 'a'), a5001(5001, 'a');
+  expect_texts(R"({"type":"string","maxLength":5000})", {R"("")", "\"" + a5000 + "\"", "\"" + a4999 + "\\u0061\""},
+               {"\"" + a5001 + "\"", "\"" + a5000 + "\\n\""});
+  expect_texts(R"({"type":"string","minLength":5000,"maxLength":1000000})", {"\"" + a5000 + "\""}, {"\"" + a4999 + "\""});
+  expect_texts(R"({"type":"string","minLength":1000000})", {"\"" + std::string(1000000, 'x') + "\""}, {"\"" + std::string(999999, 'x') + "\""});
+  std::string local(64, 'a'), domain = std::string(63, 'b') + "." + std::string(63, 'c') + "." + std::string(57, 'd') + ".com";  // 254 characters in all
+  expect_texts(R"({"type":"string","format":"email","maxLength":254})", {R"("a@b.org")", "\"" + local + "@" + domain + "\""},
+               {"\"" + local + "x@" + domain + "\"", R"("a@@b.org")"});
+  expect_texts(R"({"type":"string","format":"uri","maxLength":2048})", {R"("https://x.org/)" + std::string(2030, 'p') + "\""},
+               {R"("https://x.org/)" + std::string(2040, 'p') + "\""});
+  expect_texts(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":6})", {R"("abab")", R"("ababab")"},
+               {R"("ab")", R"("aba")", R"("abababab")"});
+  expect_error(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":3})", "matches no string");
 }
 
 TEST(JsonSchema, PatternsSearchUnlessAnchored) {
