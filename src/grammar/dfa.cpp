@@ -482,6 +482,21 @@ Result<Dfa> Dfa::from_function(uint32_t num_states, uint32_t start, const std::f
   return DfaBuilder::checked_finish(std::move(r));
 }
 
+Result<Dfa> Dfa::from_table(uint32_t num_classes, const std::array<uint8_t, 256>& byte_class, std::vector<uint32_t> table,
+                            std::vector<uint8_t> accepting, uint32_t start) {
+  RawDfa r;
+  r.num_classes = num_classes;
+  r.byte_class = byte_class;
+  for (int b = 255; b >= 0; --b) r.class_rep[byte_class[static_cast<size_t>(b)]] = static_cast<uint8_t>(b);
+  if (table.size() != accepting.size() * num_classes || start >= accepting.size()) {
+    return make_error(Code::kInternal, "from_table: inconsistent tables");
+  }
+  r.table = std::move(table);
+  r.accepting = std::move(accepting);
+  r.start = start;
+  return DfaBuilder::checked_finish(std::move(r));
+}
+
 Result<Dfa> Dfa::intersect(const Dfa& a, const Dfa& b, size_t max_states) {
   return DfaBuilder::product(a, b, max_states, false, false, [](bool x, bool y) { return x && y; });
 }

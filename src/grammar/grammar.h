@@ -86,6 +86,7 @@ class GrammarBuilder {
   uint32_t add_counted_terminal(std::shared_ptr<const Dfa> quoted, std::shared_ptr<const CountedDfa> counted);
   void add_production(uint32_t lhs, std::vector<Symbol> rhs);
   uint32_t num_rules() const { return static_cast<uint32_t>(names_.size()); }
+  const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
 
   Result<Grammar> build(uint32_t root);
 

@@ -1,6 +1,7 @@
 // Hostile specs: nesting, size and complexity never crash or stall the compiler — they compile
 // (when legitimate) or fail with a kGrammar error naming the problem. Deep nesting is compiled on a
 // thread with a 256 KB stack, a small stack for a host application's worker thread.
+#include "grammar/compile_budget.h"
 #include "grammar/grammar_compiler.h"
 #include "grammar/matcher.h"
 #include "test_vocabularies.h"
@@ -133,6 +134,117 @@ TEST(HostileSchema, ReferenceErrorsAreGrammarErrors) {
   expect_grammar_error(GrammarCompiler::validate(GrammarKind::kJsonSchema, R"({"anyOf":[{"type":"string"},{"$ref":"#"}]})"), "refers to itself");
   // Recursion through a keyword that descends into the instance is fine.
   EXPECT_TRUE(GrammarCompiler::validate(GrammarKind::kJsonSchema, R"({"type":"array","items":{"$ref":"#"}})"));
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// These shapes took from tens of seconds to minutes (or 1 GB) to compile; each is legitimate and
+// now compiles in well under a second, or fails at once with a clear error.
+TEST(HostileCompileTime, ReferencesToTheSameSchemaShareOneExpansion) {
+  std::string defs = R"({"$ref":"#/$defs/l0","$defs":{)";
+  for (int i = 0; i < 20; ++i) defs += fmt::format(R"("l{}":{{"anyOf":[{{"$ref":"#/$defs/l{}"}},{{"$ref":"#/$defs/l{}"}}]}},)", i, i + 1, i + 1);
+  defs += R"("l20":{"type":"integer"}}})";
+  GrammarCompiler compiler(testing::byte_vocabulary(), 0);
+  auto g = compiler.compile(GrammarKind::kJsonSchema, defs);
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(g.value());
+  EXPECT_TRUE(m.accepts_string("12"));
+  EXPECT_FALSE(m.accepts_string("\"a\""));
+  EXPECT_LT(g.value()->grammar().num_rules(), 200u);
+}
+
+TEST(HostileCompileTime, LongEbnfRuleChains) {
+  for (int n : {1000, 10000}) {
+    std::string src = "root ::= r0\n";
+    for (int i = 0; i < n; ++i) src += fmt::format("r{} ::= \"x\" r{} | \"y\"\n", i, i + 1);
+    src += fmt::format("r{} ::= \"z\"\n", n);
+    Result<void> r = ok();
+    run_with_stack(kSmallStack, [&] { r = GrammarCompiler::validate(GrammarKind::kEbnf, src); });
+    ASSERT_TRUE(r) << r.error().message;
+    auto g = build_grammar(GrammarKind::kEbnf, src, {});
+    ASSERT_TRUE(g);
+    auto compiled = std::make_shared<const CompiledGrammar>(std::move(g.value()), testing::byte_vocabulary(),
+                                                            *TerminalMaskTable::create(testing::byte_vocabulary()));
+    Matcher m(compiled);
+    EXPECT_TRUE(m.accepts_string("xxxy"));
+    EXPECT_TRUE(m.accepts_string(std::string(500, 'x') + "y"));
+    EXPECT_FALSE(m.accepts_string("xxz"));
+  }
+}
+
+TEST(HostileCompileTime, LargeEnumsAndConstants) {
+  std::string values;
+  for (int i = 0; i < 100000; ++i) values += fmt::format("{}\"item-{}-{}\"", i ? "," : "", i, "abc"[i % 3]);
+  GrammarCompiler compiler(testing::byte_vocabulary(), 0);
+  auto g = compiler.compile(GrammarKind::kJsonSchema, R"({"enum":[)" + values + "]}");
+  ASSERT_TRUE(g) << g.error().message;
+  Matcher m(g.value());
+  EXPECT_TRUE(m.accepts_string(R"("item-0-a")"));
+  EXPECT_TRUE(m.accepts_string(R"("item-99999-a")"));
+  EXPECT_TRUE(m.accepts_string(R"("item\u002D52-b")"));
+  EXPECT_FALSE(m.accepts_string(R"("item-5-a")"));
+  EXPECT_FALSE(m.accepts_string(R"("item-100000-b")"));
+  // A 5 MB constant cannot become an automaton: an immediate error, not gigabytes.
+  std::string big(5'000'000, 'a');
+  expect_grammar_error(GrammarCompiler::validate(GrammarKind::kJsonSchema, R"({"const":")" + big + "\"}"), "too large");
+  // Long constants within the limit compile.
+  std::string long_value(5000, 'b');
+  auto c = compiler.compile(GrammarKind::kJsonSchema, R"({"const":")" + long_value + "\"}");
+  ASSERT_TRUE(c) << c.error().message;
+  Matcher mc(c.value());
+  EXPECT_TRUE(mc.accepts_string("\"" + long_value + "\""));
+}
+
+TEST(HostileCompileTime, WorkBeyondTheBudgetIsAnError) {
+  std::string schema = R"({"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","pattern":"^[a-z]{3,9}@x\\.org$"}}})";
+  {
+    CompileBudget::Scope small(1000);
+    expect_grammar_error(GrammarCompiler::validate(GrammarKind::kJsonSchema, schema), "too complex");
+  }
+  CompileBudget::Scope full;
+  EXPECT_TRUE(GrammarCompiler::validate(GrammarKind::kJsonSchema, schema));
+  EXPECT_LT(CompileBudget::used(), CompileBudget::kDefaultSteps / 100);
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
+
+namespace deepinfer::grammar {
+namespace {
+
+// One advance over a whole valid text must not hit the parser's work bound (a 2,500-element array
+// returned a false kCapacity: each element's rule completed inside the previous one, and the
+// closing bracket completed all of them in one set).
+TEST(HostileMatcher, LongArraysAndObjectsInOneStep) {
+  GrammarCompiler compiler(testing::byte_vocabulary(), 0);
+  std::string array = "[";
+  for (int i = 0; i < 20000; ++i) array += (i ? "," : "") + std::to_string(i);
+  array += "]";
+  std::string object = "{";
+  for (int i = 0; i < 20000; ++i) object += fmt::format("{}\"k{}\":{}", i ? "," : "", i, i);
+  object += "}";
+  for (const char* schema : {R"({})", R"({"type":"array","items":{"type":"integer"}})", R"({"type":"array","minItems":3,"maxItems":1000000})",
+                             R"({"type":"array","contains":{"const":19999}})"}) {
+    auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+    ASSERT_TRUE(g) << g.error().message;
+    Matcher m(g.value());
+    auto r = m.advance_bytes(array);
+    EXPECT_TRUE(r) << schema << ": " << r.error().message;
+    EXPECT_TRUE(m.can_end()) << schema;
+  }
+  for (const char* schema : {R"({})", R"({"type":"object","additionalProperties":{"type":"integer"}})",
+                             R"({"type":"object","properties":{"a":{}},"maxProperties":100000})"}) {
+    auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+    ASSERT_TRUE(g) << g.error().message;
+    Matcher m(g.value());
+    auto r = m.advance_bytes(object);
+    EXPECT_TRUE(r) << schema << ": " << r.error().message;
+    EXPECT_TRUE(m.can_end()) << schema;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace deepinfer::grammar {
 namespace {
 
@@ -77,6 +79,36 @@ TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   expect_texts(R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1,2,3]", "[ 1 ]"}, {"[1,]", "[,1]"});
 }
 
+// Every length around the bounds: counts past the explicit positions are binary powers of a
+// repeated unit, which must accept exactly the counts in range.
+void expect_counts(const std::string& schema, uint64_t min, uint64_t max, uint64_t up_to, const std::string& open,
+                   const std::function<std::string(uint64_t)>& member, const std::string& close) {
+  static GrammarCompiler compiler(testing::byte_vocabulary());
+  auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+  ASSERT_TRUE(g) << schema << ": " << g.error().message;
+  Matcher m(g.value());
+  std::string text = open;
+  for (uint64_t count = 0; count <= up_to; ++count) {
+    if (count > 0) text += (count > 1 ? "," : "") + member(count - 1);
+    EXPECT_EQ(m.accepts_string(text + close), count >= min && count <= max) << schema << " with " << count;
+  }
+}
+
+TEST(JsonSchema, ItemAndPropertyCountsBeyondTheExplicitPositions) {
+  auto number = [](uint64_t i) { return std::to_string(i); };
+  expect_counts(R"({"type":"array","maxItems":150})", 0, 150, 160, "[", number, "]");
+  expect_counts(R"({"type":"array","minItems":70,"maxItems":137})", 70, 137, 140, "[", number, "]");
+  expect_counts(R"({"type":"array","minItems":100})", 100, UINT64_MAX, 130, "[", number, "]");
+  expect_counts(R"({"type":"array","prefixItems":[{"const":0},{"const":1}],"items":{"minimum":2},"minItems":1,"maxItems":99})", 1, 99, 101, "[",
+                number, "]");
+  expect_counts(R"({"type":"array","contains":{"const":3},"maxItems":200})", 4, 200, 205, "[", number, "]");
+  expect_counts(R"({"type":"array","maxItems":1000000})", 0, 1000000, 70, "[", number, "]");
+  auto member = [](uint64_t i) { return "\"k" + std::to_string(i) + "\":" + std::to_string(i); };
+  expect_counts(R"({"type":"object","minProperties":3,"maxProperties":90})", 3, 90, 95, "{", member, "}");
+  expect_counts(R"({"type":"object","properties":{"k0":{},"k1":{}},"minProperties":70})", 70, UINT64_MAX, 80, "{", member, "}");
+  expect_counts(R"({"type":"object","properties":{"k0":{}},"required":["k0"],"maxProperties":66})", 1, 66, 70, "{", member, "}");
+}
+
 TEST(JsonSchema, StringLengthsCountCodePoints) {
   // An escape or a surrogate pair is one code point.
   expect_texts(R"({"type":"string","minLength":2,"maxLength":3})",
@@ -99,6 +131,19 @@ TEST(JsonSchema, LengthBoundsAreCountersUpToAMillion) {
   expect_texts(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":6})", {R"("abab")", R"("ababab")"},
                {R"("ab")", R"("aba")", R"("abababab")"});
   expect_error(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":3})", "matches no string");
+}
+
+TEST(JsonSchema, AnyEscapeOfAnAllowedValueIsAllowed) {
+  // Python's json.dumps writes non-ASCII as \uXXXX (surrogate pairs above the BMP): such texts
+  // were refused, and keys and enum/const strings accepted one spelling only.
+  expect_texts(R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"mood":{"enum":["😀","é"]}},"required":["name"]})",
+               {R"({"name": "Mar\u00eda Jos\u00e9"})", R"({"name":"Mar\u00EDa","mood":"\ud83d\ude00"})", R"({"name":"x","mood":"\u00e9"})",
+                R"({"n\u0061me":"x"})", R"({"name":"\"\\\/\b\f\n\r\t"})"},
+               {R"({"name":"\u00e"})", R"({"name":"\ud83d"})", R"({"name":"\ude00"})", R"({"name":"x","mood":"\u00e8"})",
+                R"({"name":"\x41"})", R"({"name":"\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041"})"});
+  expect_texts(R"({"type":"object","properties":{"a/b":{"const":"x/y"}},"additionalProperties":false})",
+               {R"({"a\/b":"x\/y"})", R"({"a\u002Fb":"x\u002fy"})", R"({"a/b":"x/y"})"}, {R"({"a\\/b":"x/y"})", R"({"ab":"x/y"})"});
+  expect_texts(R"({"type":"string","pattern":"^[a-c]+$"})", {R"("\u0061b\u0063")"}, {R"("\u0064")", R"("a\u000a")"});
 }
 
 TEST(JsonSchema, PatternsSearchUnlessAnchored) {

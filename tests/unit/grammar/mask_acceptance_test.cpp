@@ -121,6 +121,9 @@ TEST(MaskAcceptance, RandomWalksOnManySchemas) {
       R"({"type":"object","patternProperties":{"^x":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})",
       R"({"type":"string","pattern":"^[a-z]+(-[0-9]{2})?$","minLength":2,"maxLength":9})",
       R"({"type":"number","minimum":-2.5,"maximum":1000,"multipleOf":0.5})",
+      R"({"type":"array","items":{"type":"string","maxLength":300,"pattern":"^[a-z ]*$"},"minItems":2,"maxItems":100000})",
+      R"({"type":"object","additionalProperties":{"type":"string","minLength":3,"format":"email"},"maxProperties":1000})",
+      R"({"type":"array","contains":{"type":"boolean"},"minContains":2,"items":{"enum":[true,false,null,"x\u00e9"]}})",
   };
   {
     std::string many = R"({"type":"object","properties":{)";
