@@ -1,5 +1,7 @@
 #include "grammar/json_schema_lowering.h"
 
+#include "grammar/json_lexemes.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@ namespace {
 constexpr uint64_t kExplicitPositions = 64;
 constexpr uint64_t kMaxPrefixItems = 4096;
 constexpr uint64_t kMaxCountingRules = 100000;
+// uniqueItems tracks the set of values used: at most this many distinct item values.
+constexpr size_t kMaxUniqueValues = 12;
 
 }  // namespace
 
@@ -24,6 +28,7 @@ constexpr uint64_t kMaxCountingRules = 100000;
 // 64 with maxItems above 64 whose matching elements all come late.
 Result<void> SchemaLowering::lower_array(uint32_t rule, const Merged& m, const std::string& where) {
   if (m.min_items > m.max_items) return ok();
+  if (m.unique_items) return lower_unique_array(rule, m, where);
   if (m.contains.size() > 1) {
     return make_error(Code::kGrammar, "json schema: more than one 'contains' on one array is not supported (at {})", where);
   }
@@ -104,6 +109,72 @@ Result<void> SchemaLowering::lower_array(uint32_t rule, const Merged& m, const s
     }
   }
   builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[idx(0, 0)])});
+  return ok();
+}
+
+// uniqueItems, exact when the items are a few enumerated scalars: the state is the set of values
+// used so far, and each next element is one of the others. after(S) ::= "," item(S) | "]";
+// item(S) ::= value(v) after(S + v) for v not in S.
+Result<void> SchemaLowering::lower_unique_array(uint32_t rule, const Merged& m, const std::string& where) {
+  auto unsupported = [&] {
+    return make_error(Code::kGrammar,
+                      "json schema: uniqueItems is supported for arrays whose items are at most {} enumerated scalars (no prefixItems or "
+                      "contains) (at {})",
+                      kMaxUniqueValues, where);
+  };
+  if (!m.prefix.empty() || !m.contains.empty()) return unsupported();
+  Conj c;
+  for (SchemaId id : m.items) insert_sorted(c.members, id);
+  Flat f = algebra_.flatten(c);
+  if (!f.open_groups.empty()) return unsupported();
+  DI_TRY(items, algebra_.merge(f.members));
+  std::vector<Json> candidates;
+  if (f.is_false) {
+    // no item: only the empty array
+  } else if (items.enum_values) {
+    candidates = *items.enum_values;
+  } else if (!(items.types & ~(kTypeNull | kTypeBoolean))) {
+    candidates = {Json(nullptr), Json(true), Json(false)};
+  } else {
+    return unsupported();
+  }
+  std::vector<Json> values;
+  for (const auto& v : candidates) {
+    if (v.is_structured()) return unsupported();
+    bool all = true;
+    for (SchemaId id : f.members) {
+      DI_TRY(r, validator_.valid(id, v));
+      all = all && r;
+    }
+    bool fresh = std::none_of(values.begin(), values.end(), [&](const Json& x) { return json_equal(x, v); });
+    if (all && fresh) values.push_back(v);
+  }
+  if (values.size() > kMaxUniqueValues) return unsupported();
+  const size_t k = values.size();
+  const uint64_t max = std::min<uint64_t>(m.max_items, k);
+  if (m.min_items > max) return ok();
+  if (m.min_items == 0) builder_.add_production(rule, {Symbol::term(arr_empty_)});
+  if (max == 0) return ok();
+  std::vector<uint32_t> value(k);
+  for (size_t i = 0; i < k; ++i) {
+    DI_TRY(t, terminal(json_value_regex(values[i], ws_)));
+    value[i] = t;
+  }
+  const size_t states = size_t{1} << k;
+  std::vector<uint32_t> item(states), after(states);
+  for (size_t used = 0; used < states; ++used) {
+    item[used] = builder_.add_rule(fmt::format("{}/unique{}", where, used));
+    after[used] = builder_.add_rule(fmt::format("{}/unique_after{}", where, used));
+  }
+  for (size_t used = 0; used < states; ++used) {
+    auto count = static_cast<uint64_t>(__builtin_popcountll(used));
+    for (size_t i = 0; i < k; ++i) {
+      if (!((used >> i) & 1)) builder_.add_production(item[used], {Symbol::term(value[i]), Symbol::rule(after[used | (size_t{1} << i)])});
+    }
+    if (count > 0 && count < max) builder_.add_production(after[used], {Symbol::term(comma_), Symbol::rule(item[used])});
+    if (count >= m.min_items && count > 0) builder_.add_production(after[used], {Symbol::term(arr_close_)});
+  }
+  builder_.add_production(rule, {Symbol::term(arr_open_), Symbol::rule(item[0])});
   return ok();
 }
 

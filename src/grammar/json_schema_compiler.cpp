@@ -110,11 +110,12 @@ Result<void> SchemaLowering::expand(uint32_t rule, const Conj& key, const Flat& 
   if (!f.open_groups.empty()) {
     uint32_t g = f.open_groups.front();
     const SchemaNode& owner = set_.node(g / 2);
-    const auto& branches = (g & 1) ? owner.one_of : owner.any_of;
+    const std::vector<SchemaId>* branches = &owner.any_of;
     if (g & 1) {
-      DI_TRYV(algebra_.check_disjoint(branches, owner.path));
+      DI_TRY(exclusive, one_of_branches(g / 2));
+      branches = exclusive;
     }
-    for (SchemaId b : branches) {
+    for (SchemaId b : *branches) {
       Conj child{f.members, key.resolved};
       insert_sorted(child.members, b);
       child.resolved.insert(std::upper_bound(child.resolved.begin(), child.resolved.end(), g), g);
@@ -168,13 +169,30 @@ Result<void> SchemaLowering::lower_merged(uint32_t rule, const Merged& m, const 
     builder_.add_production(rule, {Symbol::term(t)});
     return ok();
   }
-  if (m.types & kTypeNull) {
+  // Values excluded by a negation: null and booleans drop out here, strings and numbers in their
+  // terminals; excluding one object or array value cannot be written.
+  auto excluded = [&](const Json& v) {
+    return std::any_of(m.excluded.begin(), m.excluded.end(), [&](const Json& x) { return json_equal(x, v); });
+  };
+  for (const auto& x : m.excluded) {
+    if ((x.is_object() && (m.types & kTypeObject)) || (x.is_array() && (m.types & kTypeArray))) {
+      return make_error(Code::kGrammar, "json schema: excluding an object or array value (not, if or oneOf with const/enum) is not supported (at {})",
+                        where);
+    }
+  }
+  if ((m.types & kTypeNull) && !excluded(Json(nullptr))) {
     DI_TRY(t, terminal(re_literal("null")));
     builder_.add_production(rule, {Symbol::term(t)});
   }
   if (m.types & kTypeBoolean) {
-    DI_TRY(t, terminal(re_alt({re_literal("true"), re_literal("false")})));
-    builder_.add_production(rule, {Symbol::term(t)});
+    std::vector<Regex> values;
+    for (bool b : {true, false}) {
+      if (!excluded(Json(b))) values.push_back(re_literal(b ? "true" : "false"));
+    }
+    if (!values.empty()) {
+      DI_TRY(t, terminal(re_alt(std::move(values))));
+      builder_.add_production(rule, {Symbol::term(t)});
+    }
   }
   if (m.types & (kTypeInteger | kTypeFraction)) {
     DI_TRY(t, number_terminal(m, where));
@@ -195,7 +213,8 @@ Result<void> SchemaLowering::lower_merged(uint32_t rule, const Merged& m, const 
 
 Result<Grammar> compile_json_schema(std::string_view schema, const GrammarOptions& options) {
   DI_TRY(set, SchemaSet::parse(schema));
-  return SchemaLowering(set, options).run();
+  SchemaSet& loaded = set;
+  return SchemaLowering(loaded, options).run();
 }
 
 }  // namespace deepinfer::grammar

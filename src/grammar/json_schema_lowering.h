@@ -21,7 +21,8 @@ namespace deepinfer::grammar {
 
 class SchemaLowering {
  public:
-  SchemaLowering(const SchemaSet& set, const GrammarOptions& options)
+  // Adds synthetic nodes to `set` (oneOf branches made exclusive).
+  SchemaLowering(SchemaSet& set, const GrammarOptions& options)
       : set_(set), options_(options), validator_(set), algebra_(set, validator_) {}
 
   Result<Grammar> run();
@@ -44,6 +45,11 @@ class SchemaLowering {
   Result<void> expand_pending();
   Result<void> expand(uint32_t rule, const Conj& key, const Flat& f);
   Result<void> lower_merged(uint32_t rule, const Merged& m, const std::vector<SchemaId>& members);
+  // The branches of `owner`'s oneOf, exclusive: the schema's own when provably disjoint, else a
+  // sound subset (json_schema_one_of.cpp).
+  Result<const std::vector<SchemaId>*> one_of_branches(SchemaId owner);
+  Result<std::optional<std::vector<SchemaId>>> discriminated_branches(const std::vector<SchemaId>& branches, const std::vector<Merged>& merged);
+  Result<std::optional<std::vector<SchemaId>>> required_set_branches(const std::vector<SchemaId>& branches, const std::vector<Merged>& merged);
 
   // ---- strings ----
   // The JSON string bodies (between quotes) whose values meet the pattern and format constraints
@@ -70,13 +76,14 @@ class SchemaLowering {
 
   // ---- arrays ----
   Result<void> lower_array(uint32_t rule, const Merged& m, const std::string& where);
+  Result<void> lower_unique_array(uint32_t rule, const Merged& m, const std::string& where);
 
   // ---- objects ----
   // Key strings allowed by propertyNames (nullopt: any).
   Result<std::optional<Dfa>> key_content(const std::vector<SchemaId>& ids, const std::string& where);
   Result<void> lower_object(uint32_t rule, const Merged& m, const std::string& where);
 
-  const SchemaSet& set_;
+  SchemaSet& set_;
   GrammarOptions options_;
   SchemaValidator validator_;
   SchemaAlgebra algebra_;
@@ -97,6 +104,7 @@ class SchemaLowering {
     uint32_t star = UINT32_MAX;
   };
   std::map<uint32_t, Repeats> repeats_;  // per unit rule
+  std::map<SchemaId, std::vector<SchemaId>> one_of_;  // owner -> exclusive branches
 };
 
 }  // namespace deepinfer::grammar

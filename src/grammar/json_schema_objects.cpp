@@ -12,8 +12,10 @@ namespace {
 
 // Object counting states get one rule each; beyond this the schema is refused.
 constexpr uint64_t kMaxCountingRules = 100000;
-// Additional keys split into 2^n regions by n patternProperties.
-constexpr size_t kMaxPatternProperties = 4;
+// Additional keys split into regions by the patternProperties they match: at most this many
+// patterns, and this many non-empty regions (overlapping patterns make up to 2^n).
+constexpr size_t kMaxPatternProperties = 64;
+constexpr size_t kMaxKeyRegions = 256;
 
 }  // namespace
 
@@ -46,6 +48,15 @@ Result<std::optional<Dfa>> SchemaLowering::key_content(const std::vector<SchemaI
     return std::optional<Dfa>(std::move(d));
   }
   DI_TRY(d, string_content(m, where));
+  std::vector<Regex> excluded;
+  for (const auto& x : m.excluded) {
+    if (x.is_string()) excluded.push_back(json_encode(re_literal(x.get<std::string>())));
+  }
+  if (!excluded.empty()) {
+    DI_TRY(values, Dfa::from_regex(re_alt(std::move(excluded))));
+    DI_TRY(rest, Dfa::subtract(d, values));
+    return std::optional<Dfa>(std::move(rest));
+  }
   return std::optional<Dfa>(std::move(d));
 }
 
@@ -63,11 +74,28 @@ Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const 
     bool req = m.required.count(name) > 0;
     std::string body = json_quote(name);
     body = body.substr(1, body.size() - 2);
-    if (names_dfa && !names_dfa->matches(body)) {
+    if ((names_dfa && !names_dfa->matches(body)) || m.forbidden.count(name)) {
       if (req) return ok();
       continue;
     }
     props.push_back({name, schemas, req});
+  }
+  // Generation order: `properties` order, except that the properties a schema lists in `required`
+  // follow that order, in the places they take.
+  {
+    auto listed = [&](const std::string& name) {
+      return std::find(m.required_order.begin(), m.required_order.end(), name) != m.required_order.end();
+    };
+    std::vector<size_t> slots;
+    for (size_t i = 0; i < props.size(); ++i) {
+      if (listed(props[i].name)) slots.push_back(i);
+    }
+    std::vector<Prop> in_order;
+    for (const auto& name : m.required_order) {
+      auto it = std::find_if(props.begin(), props.end(), [&](const Prop& p) { return p.name == name; });
+      if (it != props.end()) in_order.push_back(*it);
+    }
+    for (size_t k = 0; k < slots.size(); ++k) props[slots[k]] = in_order[k];
   }
   // Additional keys: any string (or propertyNames') other than a declared name, in any encoding,
   // split into regions by the patternProperties they match; each region has its own value
@@ -84,6 +112,7 @@ Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const 
     DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
     std::vector<Regex> declared;
     for (const auto& [name, schemas] : m.properties) declared.push_back(json_encode(re_literal(name)));
+    for (const auto& name : m.forbidden) declared.push_back(json_encode(re_literal(name)));
     Dfa keys = std::move(content);
     if (!declared.empty()) {
       DI_TRY(taken, Dfa::from_regex(re_alt(std::move(declared))));
@@ -97,19 +126,38 @@ Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const 
       DI_TRY(d, Dfa::from_regex(json_encode(re_seq({any_char, re, any_char}))));
       matches.push_back(std::move(d));
     }
-    for (uint32_t region = 0; region < (1u << rules.size()); ++region) {
-      Dfa region_keys = keys;
-      std::vector<SchemaId> values;
-      for (size_t i = 0; i < rules.size() && !region_keys.empty_language(); ++i) {
-        bool in = (region >> i) & 1u;
-        DI_TRY(narrowed, in ? Dfa::intersect(region_keys, matches[i]) : Dfa::subtract(region_keys, matches[i]));
-        region_keys = std::move(narrowed);
-        if (in) values.push_back(rules[i].schema);
+    // The non-empty regions, splitting each by one pattern after another.
+    struct Region {
+      Dfa keys;
+      std::vector<uint8_t> in;  // per pattern
+    };
+    std::vector<Region> regions;
+    if (!keys.empty_language()) regions.push_back({std::move(keys), std::vector<uint8_t>(rules.size(), 0)});
+    for (size_t i = 0; i < rules.size(); ++i) {
+      std::vector<Region> split;
+      for (auto& r : regions) {
+        DI_TRY(inside, Dfa::intersect(r.keys, matches[i]));
+        DI_TRY(outside, Dfa::subtract(r.keys, matches[i]));
+        if (!inside.empty_language()) {
+          split.push_back({std::move(inside), r.in});
+          split.back().in[i] = 1;
+        }
+        if (!outside.empty_language()) split.push_back({std::move(outside), std::move(r.in)});
       }
-      if (region_keys.empty_language()) continue;
+      if (split.size() > kMaxKeyRegions) {
+        return make_error(Code::kGrammar, "json schema: patternProperties overlap in more than {} ways (at {})", kMaxKeyRegions, where);
+      }
+      regions = std::move(split);
+    }
+    for (const Region& region : regions) {
+      const Dfa& region_keys = region.keys;
+      std::vector<SchemaId> values;
+      for (size_t i = 0; i < rules.size(); ++i) {
+        if (region.in[i]) values.push_back(rules[i].schema);
+      }
       auto matched_by = [&](SchemaId owner) {
         for (size_t i = 0; i < rules.size(); ++i) {
-          if (((region >> i) & 1u) && rules[i].owner == owner) return true;
+          if (region.in[i] && rules[i].owner == owner) return true;
         }
         return false;
       };
@@ -120,6 +168,7 @@ Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const 
         bool seen = false;
         for (SchemaId r : u.reach) {
           const SchemaNode& x = set_.node(r);
+          if (x.synthetic) continue;  // negations give no annotations
           seen = seen || x.additional_properties || (r != u.owner && x.unevaluated_properties) || matched_by(r);
         }
         if (!seen) values.push_back(u.schema);

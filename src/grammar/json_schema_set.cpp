@@ -35,12 +35,11 @@ const std::set<std::string, std::less<>> kSchemaValued = {"additionalProperties"
                                                           "not", "if", "then", "else", "unevaluatedItems",
                                                           "unevaluatedProperties", "contentSchema", "additionalItems"};
 const std::set<std::string, std::less<>> kSchemaMaps = {"properties", "patternProperties", "$defs", "definitions",
-                                                        "dependentSchemas"};
+                                                        "dependentSchemas", "dependencies"};
 const std::set<std::string, std::less<>> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
 
 // Keywords that would constrain instances in ways the compiler cannot enforce.
-const std::set<std::string, std::less<>> kUnsupported = {"not", "maxContains", "dependentRequired", "dependentSchemas",
-                                                       "dependencies", "$dynamicRef", "$recursiveRef"};
+const std::set<std::string, std::less<>> kUnsupported = {"maxContains", "$dynamicRef", "$recursiveRef"};
 
 Result<uint64_t> count_value(const Json& v, const std::string& path, std::string_view kw) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
@@ -105,7 +104,21 @@ bool SchemaNode::only_applicators() const {
          formats.empty() && !lower && !upper && multiple_of.empty() && prefix_items.empty() && !items && !unevaluated_items &&
          min_items == 0 && max_items == UINT64_MAX && !contains && properties.empty() && required.empty() &&
          pattern_properties.empty() && !additional_properties && !unevaluated_properties && !property_names &&
-         min_properties == 0 && max_properties == UINT64_MAX;
+         min_properties == 0 && max_properties == UINT64_MAX && !unique_items && excluded.empty() && not_patterns.empty() &&
+         forbidden.empty();
+}
+
+std::vector<SchemaId> SchemaNode::in_place() const {
+  std::vector<SchemaId> out(all_of.begin(), all_of.end());
+  out.insert(out.end(), logic.begin(), logic.end());
+  if (ref) out.push_back(*ref);
+  return out;
+}
+
+SchemaId SchemaSet::add_node(SchemaNode n) {
+  n.synthetic = true;
+  nodes_.push_back(std::move(n));
+  return static_cast<SchemaId>(nodes_.size() - 1);
 }
 
 Result<SchemaSet> SchemaSet::parse(std::string_view text) {
@@ -125,6 +138,7 @@ Result<SchemaSet> SchemaSet::parse(std::string_view text) {
   DI_TRY(root, s.load(doc, base, ""));
   s.root_ = root;
   DI_TRYV(s.drain());
+  DI_TRYV(s.add_logic());
   DI_TRYV(s.check_in_place_cycles());
   return s;
 }
@@ -197,10 +211,9 @@ Result<void> SchemaSet::check_in_place_cycles() const {
   std::vector<uint8_t> color(nodes_.size(), 0);
   auto edges = [&](SchemaId id) {
     const SchemaNode& n = nodes_[id];
-    std::vector<SchemaId> out(n.all_of.begin(), n.all_of.end());
+    std::vector<SchemaId> out = n.in_place();
     out.insert(out.end(), n.any_of.begin(), n.any_of.end());
     out.insert(out.end(), n.one_of.begin(), n.one_of.end());
-    if (n.ref) out.push_back(*n.ref);
     return out;
   };
   for (SchemaId start = 0; start < nodes_.size(); ++start) {
@@ -303,9 +316,6 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
   bool items_is_array = false;
   for (const auto& [key, v] : j.items()) {
     if (kUnsupported.count(key)) return schema_error(n.path, fmt::format("keyword '{}' is not supported", key));
-    if (key == "if" && (j.contains("then") || j.contains("else"))) {
-      return schema_error(n.path, "keyword 'if' (with then/else) is not supported");
-    }
     if (key == "type") {
       DI_TRY(bits, type_bits(v, n.path));
       n.types = bits;
@@ -376,7 +386,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       n.max_items = c;
     } else if (key == "uniqueItems") {
       if (!v.is_boolean()) return schema_error(n.path, "uniqueItems must be a boolean");
-      if (v.get<bool>()) return schema_error(n.path, "keyword 'uniqueItems' is not supported");
+      n.unique_items = v.get<bool>();
     } else if (key == "properties") {
       if (!v.is_object()) return schema_error(n.path, "properties must be an object");
       for (const auto& [name, ps] : v.items()) {
@@ -407,6 +417,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
       (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
+      has_unevaluated_ = true;
     } else if (key == "propertyNames") {
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
@@ -424,6 +435,28 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
         DI_TRYV(check_schema(v[i], key));
         DI_TRY(id, load(v[i], base, path + "/" + key + "/" + std::to_string(i)));
         dst.push_back(id);
+      }
+    } else if (key == "not" || key == "if" || key == "then" || key == "else") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      (key == "not" ? n.not_of : key == "if" ? n.if_of : key == "then" ? n.then_of : n.else_of) = id;
+    } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
+      if (!v.is_object()) return schema_error(n.path, fmt::format("{} must be an object", key));
+      for (const auto& [name, dep] : v.items()) {
+        if (key != "dependentSchemas" && dep.is_array()) {
+          std::vector<std::string> names;
+          for (const auto& d : dep) {
+            if (!d.is_string()) return schema_error(n.path, fmt::format("{} must list property names", key));
+            names.push_back(d.get<std::string>());
+          }
+          n.dependent_required.emplace_back(name, std::move(names));
+        } else if (key != "dependentRequired") {
+          DI_TRYV(check_schema(dep, key));
+          DI_TRY(id, load(dep, base, path + "/" + key + "/" + escape_pointer(name)));
+          n.dependent_schemas.emplace_back(name, id);
+        } else {
+          return schema_error(n.path, "dependentRequired must map names to arrays of names");
+        }
       }
     } else if (key == "$ref") {
       if (!v.is_string()) return schema_error(n.path, "$ref must be a string");

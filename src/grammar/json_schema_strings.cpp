@@ -3,6 +3,8 @@
 #include "grammar/compile_budget.h"
 #include "grammar/json_lexemes.h"
 #include "grammar/json_string_dfas.h"
+#include "grammar/json_string_set.h"
+#include "grammar/number_range.h"
 #include "grammar/regex_parser.h"
 
 #include <fmt/format.h>
@@ -37,7 +39,16 @@ Result<Dfa> SchemaLowering::string_body(const Merged& m, const std::string& wher
     if (!d) return make_error(Code::kGrammar, "{} (at {})", d.error().message, where);
     DI_TRYV(narrow(*d.value()));
   }
-  if (!acc) return json_body_dfa();
+  if (!acc) acc = json_body_dfa();
+  for (const auto& p : m.not_patterns) {
+    auto re = parse_ecmascript_regex(p);
+    if (!re) return make_error(Code::kGrammar, "json schema: pattern at {}: {}", where, re.error().message);
+    auto d = Dfa::from_regex(json_encode(re_seq({any, re.value(), any})));
+    if (!d) return fail(d.error());
+    auto rest = Dfa::subtract(*acc, d.value());
+    if (!rest) return fail(rest.error());
+    acc = std::move(rest.value());
+  }
   return std::move(*acc);
 }
 
@@ -62,6 +73,17 @@ Result<Dfa> SchemaLowering::string_content(const Merged& m, const std::string& w
 Result<std::optional<uint32_t>> SchemaLowering::string_terminal(const Merged& m, const std::string& where) {
   DI_TRY(body, string_body(m, where));
   DI_TRY(wrapped, body.wrap('"', '"'));
+  std::vector<std::string> excluded;
+  for (const auto& x : m.excluded) {
+    if (x.is_string()) excluded.push_back(x.get<std::string>());
+  }
+  if (!excluded.empty()) {
+    auto values = json_strings_dfa(std::move(excluded));
+    if (!values) return make_error(Code::kGrammar, "json schema: {} (at {})", values.error().message, where);
+    DI_TRY(rest, Dfa::subtract(wrapped, values.value()));
+    wrapped = std::move(rest);
+  }
+  if (wrapped.empty_language()) return std::optional<uint32_t>();
   auto quoted = std::make_shared<const Dfa>(std::move(wrapped));
   if (m.min_length == 0 && m.max_length == UINT64_MAX) return std::optional<uint32_t>(builder_.add_terminal(quoted));
   if (m.min_length > m.max_length) return std::optional<uint32_t>();
@@ -81,8 +103,24 @@ Result<uint32_t> SchemaLowering::quoted_terminal(const Dfa& content) {
 // Unconstrained numbers keep exponents; bounds and multipleOf use exact decimal automata.
 Result<uint32_t> SchemaLowering::number_terminal(const Merged& m, const std::string& where) {
   bool integers = !(m.types & kTypeFraction);
-  if (!m.lower && !m.upper && m.multiple_of.empty()) return terminal(json_number(integers));
+  std::vector<Regex> excluded;  // every spelling of each excluded number (without exponent)
+  for (const auto& x : m.excluded) {
+    if (x.is_number()) excluded.push_back(json_value_regex(x, re_empty()));
+  }
+  if (!m.lower && !m.upper && m.multiple_of.empty() && excluded.empty() && (m.types & kTypeInteger)) {
+    return terminal(json_number(integers));
+  }
   DI_TRY(dfa, bounded_number_dfa(m.lower, m.upper, integers));
+  if (!(m.types & kTypeInteger)) {  // non-integers only (from a negated type): a non-zero fraction digit
+    DI_TRY(fractions, Dfa::from_regex(parse_ecmascript_regex("-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*").value()));
+    DI_TRY(both, Dfa::intersect(dfa, fractions));
+    dfa = std::move(both);
+  }
+  if (!excluded.empty()) {
+    DI_TRY(values, Dfa::from_regex(re_alt(std::move(excluded))));
+    DI_TRY(rest, Dfa::subtract(dfa, values));
+    dfa = std::move(rest);
+  }
   for (const auto& step : m.multiple_of) {
     auto steps = multiple_of_dfa(step);
     if (!steps) return make_error(Code::kGrammar, "json schema: {} (at {})", steps.error().message, where);

@@ -153,6 +153,9 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   uint8_t t = type_of(v);
   if (!(n.types & t)) return false;
   if (n.enum_values && !in_enum(id, *n.enum_values, v)) return false;
+  for (const auto& x : n.excluded) {
+    if (json_equal(x, v)) return false;
+  }
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
     uint64_t len = codepoints(s);
@@ -160,6 +163,10 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     for (const auto& p : n.patterns) {
       DI_TRY(m, pattern_matches(p, s));
       if (!m) return false;
+    }
+    for (const auto& p : n.not_patterns) {
+      DI_TRY(m, pattern_matches(p, s));
+      if (m) return false;
     }
     for (const auto& f : n.formats) {
       DI_TRY(rule, format_rule(f));
@@ -191,6 +198,12 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   }
   if (v.is_array()) {
     if (v.size() < n.min_items || v.size() > n.max_items) return false;
+    if (n.unique_items) {
+      std::unordered_set<std::string> seen;
+      for (const auto& item : v) {
+        if (!seen.insert(json_canonical(item)).second) return false;
+      }
+    }
     if (n.contains && n.min_contains > 0) {
       uint64_t matching = 0;
       for (const auto& item : v) {
@@ -211,6 +224,9 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     if (v.size() < n.min_properties || v.size() > n.max_properties) return false;
     for (const auto& r : n.required) {
       if (!v.contains(r)) return false;
+    }
+    for (const auto& f : n.forbidden) {
+      if (v.contains(f)) return false;
     }
     for (const auto& [key, val] : v.items()) {
       // The value meets its `properties` schema and every matching patternProperties schema;
@@ -237,6 +253,10 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     }
   }
   for (SchemaId s : n.all_of) {
+    DI_TRY(r, valid(s, v));
+    if (!r) return false;
+  }
+  for (SchemaId s : n.logic) {
     DI_TRY(r, valid(s, v));
     if (!r) return false;
   }

@@ -3,11 +3,49 @@
 #include "grammar/unicode_properties.h"
 #include "grammar/utf8.h"
 
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace deepinfer::grammar {
 namespace {
+
+// The set closed under case equivalence (ECMAScript's ignoreCase: two characters match when their
+// case-folded forms are equal, e.g. k, K and the Kelvin sign).
+CodepointSet fold_case(const CodepointSet& set) {
+  // Cased characters grouped by their folded form (classes of two or more), built once.
+  struct Classes {
+    std::vector<std::vector<uint32_t>> classes;
+    std::vector<std::pair<uint32_t, size_t>> members;  // (code point, its class), sorted
+  };
+  static const Classes folded = [] {
+    std::map<uint32_t, std::vector<uint32_t>> by_key;
+    for (uint32_t cp = 0; cp < 0x20000; ++cp) {
+      auto c = static_cast<utf8proc_int32_t>(cp);
+      auto key = static_cast<uint32_t>(utf8proc_tolower(utf8proc_toupper(c)));
+      if (key != cp || utf8proc_toupper(c) != c) by_key[key].push_back(cp);
+    }
+    Classes out;
+    for (auto& [key, cps] : by_key) {
+      if (std::find(cps.begin(), cps.end(), key) == cps.end()) cps.push_back(key);
+      if (cps.size() < 2) continue;
+      for (uint32_t cp : cps) out.members.push_back({cp, out.classes.size()});
+      out.classes.push_back(std::move(cps));
+    }
+    std::sort(out.members.begin(), out.members.end());
+    return out;
+  }();
+  CodepointSet out = set;
+  for (const auto& [cp, cls] : folded.members) {
+    if (!set.contains(cp)) continue;
+    for (uint32_t other : folded.classes[cls]) out.add(other);
+  }
+  return out;
+}
 
 // Nesting limit: recursion stays bounded (a pattern at the limit compiles on a 256 KB thread stack).
 constexpr int kMaxDepth = 200;
@@ -153,27 +191,51 @@ class Parser {
   // Only groups recurse; the other atoms live in simple_atom() so that the recursive frames stay
   // small (deep nesting must fit a small thread stack).
   Result<Regex> atom(int depth) {
-    if (peek() != '(') return simple_atom();
+    if (peek() != '(') {
+      DI_TRY(a, simple_atom());
+      return ignore_case_ ? fold_atom(a) : a;
+    }
     ++pos_;
-    DI_TRYV(group_prefix());
+    DI_TRY(kind, group_prefix());
+    if (kind == Group::kFlags) return re_empty();  // (?i): the rest of the enclosing group
+    bool outer = ignore_case_;
+    if (kind == Group::kIgnoreCase || kind == Group::kMatchCase) ignore_case_ = kind == Group::kIgnoreCase;
     DI_TRY(inner, disjunction(depth + 1));
+    ignore_case_ = outer;
     if (!eat(')')) return fail("missing ')'");
     return inner;
   }
 
-  // After '(': the group kind (capturing, non-capturing, named); lookaround is an error.
-  [[gnu::noinline]] Result<void> group_prefix() {
-    if (!eat('?')) return ok();
-    if (eat(':')) return ok();
+  enum class Group { kPlain, kFlags, kIgnoreCase, kMatchCase };
+
+  // After '(': the group kind (capturing, non-capturing, named, or the inline flag i as (?i),
+  // (?i:...), (?-i:...)); lookaround and other flags are errors.
+  [[gnu::noinline]] Result<Group> group_prefix() {
+    if (!eat('?')) return Group::kPlain;
+    if (eat(':')) return Group::kPlain;
     if (peek() == '<' && peek(1) != '=' && peek(1) != '!') {
       ++pos_;
       while (!at_end() && peek() != '>') ++pos_;
       if (!eat('>')) return fail("unterminated group name");
-      return ok();
+      return Group::kPlain;
     }
     if (peek() == '=' || peek() == '!' || peek() == '<') return fail("lookaround assertions are not supported");
-    return fail("unsupported group syntax");
+    bool off = eat('-');
+    if (peek() != 'i') {
+      if (peek() < 0x80 && std::isalpha(static_cast<int>(peek()))) return fail("only the inline flag 'i' is supported");
+      return fail("unsupported group syntax");
+    }
+    ++pos_;
+    if (eat(')')) {
+      ignore_case_ = !off;
+      return Group::kFlags;
+    }
+    if (!eat(':')) return fail("only the inline flag 'i' is supported");
+    return off ? Group::kMatchCase : Group::kIgnoreCase;
   }
+
+  // Under the flag i, a character or class also matches the other cases of its members.
+  static Regex fold_atom(const Regex& a) { return a->kind == RegexKind::kChars ? re_chars(fold_case(a->chars)) : a; }
 
   [[gnu::noinline]] Result<Regex> simple_atom() {
     uint32_t c = peek();
@@ -306,9 +368,9 @@ class Parser {
       }
       default: break;
     }
-    // Identity escapes: only syntax characters and '/' (Unicode mode forbids the rest).
-    static constexpr std::string_view kSyntax = "^$\\.*+?()[]{}|/";
-    if (c < 0x80 && kSyntax.find(static_cast<char>(c)) != std::string_view::npos) return CodepointSet::single(c);
+    // Identity escapes: any character but letters and digits (\- \: \_ \@ \# \  \' ... as schemas
+    // written for non-Unicode mode use them); unknown letter escapes stay errors.
+    if (c != 0xFFFFFFFF && !(c < 0x80 && std::isalnum(static_cast<int>(c)))) return CodepointSet::single(c);
     return fail("invalid escape");
   }
 
@@ -333,6 +395,7 @@ class Parser {
         set.add(lo_set);
       }
     }
+    if (ignore_case_) set = fold_case(set);
     return re_chars(negate ? set.complement() : set);
   }
 
@@ -350,6 +413,7 @@ class Parser {
   std::string_view src_;
   std::vector<uint32_t> cp_;
   size_t pos_ = 0;
+  bool ignore_case_ = false;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "grammar/matcher.h"
 #include "test_vocabularies.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -152,6 +153,15 @@ TEST(JsonSchema, PatternsSearchUnlessAnchored) {
   expect_texts(R"({"type":"string","pattern":"^\"q\"\\\\$"})", {R"("\"q\"\\")"}, {R"("q\\")"});
 }
 
+TEST(JsonSchema, PatternIdentityEscapesAndTheIgnoreCaseFlag) {
+  expect_texts(R"({"type":"string","pattern":"^a\\-b\\:c\\_d\\@e\\#f\\ g\\'h\\/i$"})", {R"("a-b:c_d@e#f g'h/i")"}, {R"("a-b:c_d@e#f g'h/j")"});
+  expect_texts(R"({"type":"string","pattern":"(?i)^[a-c]x$"})", {R"("AX")", R"("bx")", R"("cX")"}, {R"("dx")", R"("ax ")"});
+  expect_texts(R"({"type":"string","pattern":"^(?i:ab)c$"})", {R"("ABc")", R"("aBc")"}, {R"("ABC")"});
+  expect_texts(R"({"type":"string","pattern":"(?i)^[^k]$"})", {R"("a")"}, {R"("k")", R"("K")", "\"\u212A\""});
+  expect_error(R"({"type":"string","pattern":"(?m)^a$"})", "inline flag");
+  expect_error(R"({"type":"string","pattern":"\\a"})", "invalid escape");
+}
+
 TEST(JsonSchema, Formats) {
   expect_texts(R"({"type":"string","format":"date"})", {R"("2024-02-29")", R"("2000-02-29")"},
                {R"("2023-02-29")", R"("1900-02-29")", R"("2024-04-31")", R"("2024-1-01")"});
@@ -219,13 +229,13 @@ TEST(JsonSchema, WhitespaceOptions) {
 }
 
 TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
-  expect_error(R"({"not":{"type":"string"}})", "'not'");
-  expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
+  expect_error(R"({"not":{"additionalProperties":false}})", "'additionalProperties' cannot be negated");
+  expect_error(R"({"if":{"multipleOf":2},"then":{"minimum":1}})", "'multipleOf' cannot be negated");
+  expect_error(R"({"not":{"const":{"a":1}}})", "excluding an object or array value");
   expect_error(R"({"type":"array","contains":{"type":"integer"},"maxContains":2})", "'maxContains'");
   expect_error(R"({"patternProperties":{"(":{}}})", "patternProperties");
-  expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
+  expect_error(R"({"type":"array","uniqueItems":true})", "uniqueItems is supported for arrays whose items are at most 12");
   expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
-  expect_error(R"({"dependentRequired":{"a":["b"]}})", "'dependentRequired'");
   expect_error(R"({"$ref":"https://example.com/other.json"})", "remote references are not supported");
   expect_error(R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'");
   expect_error(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})", "oneOf");
@@ -236,6 +246,85 @@ TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"type":"string","minLength":3,"maxLength":2})", "matches no string");
   expect_error(R"({"$ref":"#/$defs/missing"})", "does not resolve");
 }
+
+TEST(JsonSchema, NotInTheShapesSchemasUse) {
+  expect_texts(R"({"not":{"type":"string"}})", {"1", "null", "[]", "{}", "1.5"}, {R"("a")"});
+  expect_texts(R"({"type":"number","not":{"type":"integer"}})", {"1.5", "-0.25"}, {"1", "1.0", "2"});
+  expect_texts(R"({"type":"string","not":{"enum":["a","b"]}})", {R"("c")", R"("ab")", R"("")"}, {R"("a")", R"("\u0062")"});
+  expect_texts(R"({"type":"integer","not":{"const":3}})", {"2", "4", "-3"}, {"3", "3.0"});
+  expect_texts(R"({"type":"boolean","not":{"const":false}})", {"true"}, {"false"});
+  expect_texts(R"({"type":"object","not":{"required":["secret"]}})", {R"({"a":1})", "{}"}, {R"({"secret":1})", R"({"a":1,"s\u0065cret":2})"});
+  expect_texts(R"({"type":"object","properties":{"a":{}},"not":{"anyOf":[{"required":["a"]},{"required":["b"]}]}})", {R"({"c":1})"},
+               {R"({"a":1})", R"({"b":1})"});
+  expect_texts(R"({"type":"object","propertyNames":{"not":{"pattern":"^x-"}}})", {R"({"a":1})"}, {R"({"x-a":1})"});
+  expect_texts(R"({"type":"string","not":{"minLength":3}})", {R"("ab")"}, {R"("abc")"});
+  expect_texts(R"({"type":"integer","not":{"minimum":10}})", {"9", "-100"}, {"10", "11"});
+  expect_texts(R"({"type":"string","not":{"pattern":"^a"}})", {R"("ba")"}, {R"("ab")", R"("\u0061")"});
+  expect_error(R"({"not":{}})", "matches no string");
+  expect_error(R"({"not":true,"type":"string"})", "matches no string");
+  expect_texts(R"({"not":false})", {"1", R"("a")"}, {});
+  expect_texts(R"({"type":"object","properties":{"kind":{"type":"string"}},"not":{"properties":{"kind":{"const":"x"}}}})",
+               {R"({"kind":"y"})"}, {R"({"kind":"x"})", R"({})"});
+}
+
+TEST(JsonSchema, IfThenElse) {
+  std::string s = R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"n":{"type":"integer"}},"required":["kind"],
+      "if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["n"]},"else":{"not":{"required":["n"]}}})";
+  expect_texts(s, {R"({"kind":"a","n":1})", R"({"kind":"b"})"}, {R"({"kind":"a"})", R"({"kind":"b","n":1})"});
+  expect_texts(R"({"if":{"type":"string"},"then":{"maxLength":2},"else":{"type":"integer"}})", {R"("ab")", "3"}, {R"("abc")", "1.5", "null"});
+  expect_texts(R"({"if":{"minimum":10},"then":{"multipleOf":5}})", {"15", "3", "10"}, {"11"});
+}
+
+TEST(JsonSchema, DependentRequiredAndSchemas) {
+  expect_texts(R"({"type":"object","properties":{"card":{},"billing":{}},"dependentRequired":{"card":["billing"]}})",
+               {R"({})", R"({"billing":1})", R"({"card":1,"billing":2})"}, {R"({"card":1})"});
+  expect_texts(R"({"type":"object","properties":{"a":{},"b":{}},"dependentSchemas":{"a":{"properties":{"b":{"type":"integer"}},"required":["b"]}}})",
+               {R"({"b":"x"})", R"({"a":1,"b":2})"}, {R"({"a":1})", R"({"a":1,"b":"x"})"});
+  expect_texts(R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"a":["b"],"b":{"properties":{"a":{"type":"string"}}}}})",
+               {R"({"a":"x","b":1})", R"({})"}, {R"({"a":"x"})", R"({"a":1,"b":1})"});
+}
+
+TEST(JsonSchema, UniqueItemsOfEnumeratedScalars) {
+  expect_texts(R"({"type":"array","items":{"enum":["r","g","b"]},"uniqueItems":true})", {"[]", R"(["r"])", R"(["b","r","g"])"},
+               {R"(["r","r"])", R"(["r","g","r"])", R"(["r","\u0072"])"});
+  expect_texts(R"({"type":"array","items":{"enum":[1,2]},"uniqueItems":true,"minItems":2})", {"[1,2]", "[2,1.0]"}, {"[1]", "[1,1.0]"});
+  expect_texts(R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true})", {"[true,false]"}, {"[true,true]"});
+}
+
+TEST(JsonSchema, OneOfWithoutProofNarrowsToExclusiveBranches) {
+  // Function-call unions: the constant discriminator is made required.
+  std::string shapes = R"({"oneOf":[
+      {"type":"object","properties":{"shape":{"const":"circle"},"r":{"type":"number"}},"additionalProperties":false},
+      {"type":"object","properties":{"shape":{"const":"square"},"side":{"type":"number"}},"additionalProperties":false}]})";
+  expect_texts(shapes, {R"({"shape":"circle","r":1})", R"({"shape":"square","side":2})"},
+               {R"({"r":1})", R"({})", R"({"shape":"circle","side":1})", R"({"shape":"oval"})"});
+  // Required sets: the keys only the other branch requires are absent.
+  expect_texts(R"({"oneOf":[{"required":["a"]},{"required":["b"]}],"type":"object"})", {R"({"a":1})", R"({"b":1})", R"({"a":1,"c":2})"},
+               {R"({"a":1,"b":2})", R"({})"});
+}
+
+TEST(JsonSchema, FormatsOfOpenApiAndUnknownOnes) {
+  expect_texts(R"({"type":"integer","format":"int32"})", {"0", "-2147483648", "2147483647"}, {"2147483648", "-2147483649"});
+  expect_texts(R"({"type":"number","format":"int64"})", {"9223372036854775807"}, {"9223372036854775808", "1.5"});
+  expect_texts(R"({"type":"string","format":"byte"})", {R"("")", R"("aGk=")", R"("aGVsbG8=")", R"("YWJj")"}, {R"("aGk")", R"("a===")", R"("a b=")"});
+  expect_texts(R"({"type":"string","format":"phone-number"})", {R"("anything")"}, {"1"});
+  expect_texts(R"({"format":"int32","type":["string","integer"]})", {R"("x")", "5"}, {"3000000000"});
+}
+
+TEST(JsonSchema, PropertiesFollowTheOrderOfRequired) {
+  expect_texts(R"({"properties":{"a":{},"b":{}},"required":["b","a"]})", {R"({"b":1,"a":2})"}, {R"({"a":2,"b":1})"});
+  // Optional properties keep their places; the required ones take required's order.
+  expect_texts(R"({"properties":{"a":{},"x":{},"b":{}},"required":["b","a"]})", {R"({"b":1,"x":0,"a":2})", R"({"b":1,"a":2})"},
+               {R"({"a":2,"x":0,"b":1})"});
+}
+
+TEST(JsonSchema, ManyPatternProperties) {
+  std::string s = R"({"type":"object","patternProperties":{)";
+  for (int i = 0; i < 64; ++i) s += (i ? "," : "") + fmt::format(R"("^p{}_":{{"const":{}}})", i, i);
+  s += R"(},"additionalProperties":false})";
+  expect_texts(s, {R"({"p0_a":0,"p63_x":63})", "{}"}, {R"({"p1_a":0})", R"({"q":1})"});
+}
+
 
 }  // namespace
 }  // namespace deepinfer::grammar

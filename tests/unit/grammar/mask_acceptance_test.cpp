@@ -124,6 +124,11 @@ TEST(MaskAcceptance, RandomWalksOnManySchemas) {
       R"({"type":"array","items":{"type":"string","maxLength":300,"pattern":"^[a-z ]*$"},"minItems":2,"maxItems":100000})",
       R"({"type":"object","additionalProperties":{"type":"string","minLength":3,"format":"email"},"maxProperties":1000})",
       R"({"type":"array","contains":{"type":"boolean"},"minContains":2,"items":{"enum":[true,false,null,"x\u00e9"]}})",
+      R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"n":{"type":"integer","not":{"const":0}}},"required":["kind"],
+          "if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["n"]},"dependentRequired":{"n":["kind"]}})",
+      R"({"oneOf":[{"type":"object","properties":{"op":{"const":"add"},"x":{"type":"number"}}},
+          {"type":"object","properties":{"op":{"const":"neg"},"y":{"type":"string","not":{"pattern":"^-"}}}}]})",
+      R"({"type":"array","items":{"enum":["r","g","b",1,null]},"uniqueItems":true})",
   };
   {
     std::string many = R"({"type":"object","properties":{)";
