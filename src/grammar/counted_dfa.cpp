@@ -113,6 +113,8 @@ Result<std::shared_ptr<const CountedDfa>> CountedDfa::create(const Dfa& quoted, 
   }
   c.table_.resize(pairs.size() * c.num_classes_, 0);
   const auto n = static_cast<uint32_t>(pairs.size());
+  c.string_state_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) c.string_state_[i] = pairs[i].first;
 
   // Reverse edges, split by whether they count.
   std::vector<std::vector<uint32_t>> pred0(n), pred1(n);
@@ -197,6 +199,19 @@ Result<std::shared_ptr<const CountedDfa>> CountedDfa::create(const Dfa& quoted, 
       row[j] = carry;
     }
   }
+  c.cofinite_.assign(n, 0);
+  c.least_.assign(n, 0);
+  for (uint32_t s = 1; s < n; ++s) {
+    const uint32_t* row = c.next_.data() + static_cast<size_t>(s) * span;
+    uint32_t least = row[0];
+    bool all = least != UINT32_MAX;
+    for (uint32_t j = 0; j < span && all; ++j) all = row[j] == std::max(j, least);
+    // Every count from `least` through the period's span, with the whole period in it: the set
+    // is [least, infinity).
+    all = all && least <= c.preperiod_;
+    c.cofinite_[s] = all ? 1 : 0;
+    c.least_[s] = least;
+  }
   c.fingerprint_ = {mix(mix(quoted.fingerprint().a, min), max), mix(mix(quoted.fingerprint().b, max), min + 0x51ed27)};
   return std::shared_ptr<const CountedDfa>(std::move(out));
 }
@@ -215,7 +230,7 @@ uint64_t CountedDfa::next_member(uint32_t state, uint64_t x) const {
 
 bool CountedDfa::window_alive(uint32_t state, uint64_t lo, uint64_t hi) const {
   if (state == kDead) return false;
-  uint64_t v = next_member(state, lo);
+  uint64_t v = cofinite_[state] ? std::max<uint64_t>(lo, least_[state]) : next_member(state, lo);
   return v != kNever && v <= hi;
 }
 

@@ -38,6 +38,8 @@ class CountedDfa {
   uint32_t num_classes() const { return num_classes_; }
   uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
 
+  // The state of the quoted string's DFA a product state stands for.
+  uint32_t string_state(uint32_t state) const { return string_state_[state]; }
   // Some continuation from (state, count) ends the string with a count in [min, max].
   bool alive(uint32_t state, uint32_t count) const;
   // The string is complete here (closing quote with the count in bounds).
@@ -53,6 +55,9 @@ class CountedDfa {
     bool operator==(const Window&) const = default;
   };
   Window window(uint32_t count, uint32_t depth) const;
+  // The window of a position whose bounds decide nothing within `depth` counts (minimum reached,
+  // maximum far): there the masks are those of the string DFA's state.
+  Window unconstrained(uint32_t depth) const { return canonical(0, kNever, depth); }
   // The window for a shallower depth, from a window of a deeper one.
   Window narrow(const Window& w, uint32_t depth) const { return canonical(w.lo, w.hi, depth); }
   // alive() for a position `k` counts into a token, with the remaining window `w`.
@@ -81,6 +86,11 @@ class CountedDfa {
   // (possibly past the span), or UINT32_MAX.
   uint32_t preperiod_ = 0, period_ = 1;
   std::vector<uint32_t> next_;
+  // States whose completions take every count from least_[state] on (most string states): there
+  // next_member is max(x, least).
+  std::vector<uint8_t> cofinite_;
+  std::vector<uint32_t> least_;
+  std::vector<uint32_t> string_state_;
   Dfa::Fingerprint fingerprint_;
 };
 

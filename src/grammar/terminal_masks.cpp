@@ -139,30 +139,70 @@ ResidualKey counted_key(const CountedDfa& cd, uint32_t state, const CountedDfa::
   return key;
 }
 
-// Walks all of `trie` from (state, window) of a counted terminal: the counts of code points a
-// token adds are tracked per trie depth.
+struct CountedWalkContext {
+  const TokenTrie& trie;
+  const TokenTrie::Node* nodes;
+  const uint32_t* table;
+  const uint8_t* cls;
+  uint32_t nc;
+  const uint8_t* alive;  // (state, count) -> 0/1
+  uint32_t stride;
+  CountedDfa::Window w;
+  uint32_t* bits;
+  uint32_t scratch_bit;
+};
+
+// One node of one cursor of a counted walk (as walk_step, with the count beside the state).
+[[gnu::always_inline]] inline void counted_step(const CountedWalkContext& c, uint32_t& i, uint32_t* st, uint32_t* count,
+                                                std::vector<uint32_t>& exits) {
+  const TokenTrie::Node node = c.nodes[i];
+  uint32_t e = c.table[static_cast<size_t>(st[node.depth - 1]) * c.nc + c.cls[node.byte]];
+  uint32_t s = e & CountedDfa::kStateMask;
+  uint32_t k = count[node.depth - 1] + ((e >> 30) & 1u);
+  if (!c.alive[static_cast<size_t>(s) * c.stride + k]) {  // the dead state is never alive
+    i = node.end;
+    return;
+  }
+  st[node.depth] = s;
+  count[node.depth] = k;
+  uint32_t id = node.token >= 0 ? static_cast<uint32_t>(node.token) : c.scratch_bit;
+  c.bits[id >> 5] |= 1u << (id & 31);
+  if (node.more_tokens) {
+    for (int32_t more : c.trie.tokens(i)) c.bits[static_cast<size_t>(more) >> 5] |= 1u << (more & 31);
+  }
+  if ((e & CountedDfa::kAcceptBit) && k >= c.w.lo && k <= c.w.hi && node.end > i + 1) exits.push_back(i);
+  ++i;
+}
+
+// Walks all of `trie` from (state, window) of a counted terminal, two cursors as walk() does.
 TrieWalk walk_counted(const TokenTrie& trie, size_t mask_words, const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w) {
   TrieWalk out;
-  out.words.assign(mask_words, 0);
+  out.words.assign(mask_words + 1, 0);  // one scratch word past the mask
   const TokenTrie::Node* nodes = trie.nodes();
   const uint32_t n = trie.num_nodes();
-  std::vector<uint32_t> st(trie.max_depth() + 1, 0), count(trie.max_depth() + 1, 0);
-  st[0] = state;
-  for (uint32_t i = 1; i < n;) {
-    const TokenTrie::Node node = nodes[i];
-    uint32_t e = cd.entry(st[node.depth - 1], node.byte);
-    uint32_t s = e & CountedDfa::kStateMask;
-    uint32_t k = count[node.depth - 1] + ((e & CountedDfa::kCountBit) ? 1 : 0);
-    if (s == CountedDfa::kDead || !cd.alive_in(s, k, w)) {
-      i = node.end;
-      continue;
-    }
-    st[node.depth] = s;
-    count[node.depth] = k;
-    for (int32_t id : trie.tokens(i)) out.words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
-    if (cd.complete_in(s, k, w) && node.end > i + 1) out.exits.push_back(i);
-    ++i;
+  const uint32_t depth = trie.max_depth();
+  // alive_in for every (state, count) a token can reach (a token adds at most `depth` counts).
+  const uint32_t stride = depth + 1;
+  std::vector<uint8_t> alive(static_cast<size_t>(cd.num_states()) * stride, 0);
+  for (uint32_t s = 1; s < cd.num_states(); ++s) {
+    for (uint32_t k = 0; k <= depth; ++k) alive[static_cast<size_t>(s) * stride + k] = cd.alive_in(s, k, w) ? 1 : 0;
   }
+  uint32_t mid = 1;
+  while (mid < n && mid < n / 2) mid = nodes[mid].end;
+  std::vector<uint32_t> st_a(depth + 1, 0), st_b(depth + 1, 0), count_a(depth + 1, 0), count_b(depth + 1, 0);
+  st_a[0] = st_b[0] = state;
+  std::vector<uint32_t> exits_b;
+  CountedWalkContext c{trie, nodes, cd.transitions(), cd.byte_classes(), cd.num_classes(), alive.data(), stride, w,
+                       out.words.data(), static_cast<uint32_t>(mask_words * 32)};
+  uint32_t ia = 1, ea = mid, ib = mid, eb = n;
+  while (ia < ea && ib < eb) {
+    counted_step(c, ia, st_a.data(), count_a.data(), out.exits);
+    counted_step(c, ib, st_b.data(), count_b.data(), exits_b);
+  }
+  while (ia < ea) counted_step(c, ia, st_a.data(), count_a.data(), out.exits);
+  while (ib < eb) counted_step(c, ib, st_b.data(), count_b.data(), exits_b);
+  out.exits.insert(out.exits.end(), exits_b.begin(), exits_b.end());
+  out.words.pop_back();
   return out;
 }
 
@@ -250,7 +290,7 @@ std::shared_ptr<const TerminalStateMask> TerminalMaskTable::insert(const Residua
 TerminalMasks::TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<const CountedDfa> counted,
                              std::shared_ptr<TerminalMaskTable> table)
     : dfa_(std::move(dfa)), counted_(std::move(counted)), table_(std::move(table)) {
-  if (!counted_) states_.resize(dfa_->num_states());
+  states_.resize(dfa_->num_states());
   const TokenVocabulary& vocab = table_->vocabulary();
   depth_ = std::max<uint32_t>({vocab.short_trie().max_depth(), vocab.long_trie().max_depth(), 1});
 }
@@ -262,6 +302,9 @@ CountedDfa::Window TerminalMasks::window(uint32_t count) const {
 const TerminalStateMask& TerminalMasks::state_mask(uint32_t state, uint32_t count) const {
   if (counted_) {
     CountedKey key{state, window(count)};
+    // Where the bounds decide nothing for any token, the string DFA's own state mask applies
+    // (shared with the unbounded string of the same pattern, across grammars).
+    if (key.window == counted_->unconstrained(depth_)) return plain_state_mask(counted_->string_state(state));
     {
       std::shared_lock lock(mutex_);
       auto it = counted_states_.find(key);
@@ -271,6 +314,10 @@ const TerminalStateMask& TerminalMasks::state_mask(uint32_t state, uint32_t coun
     std::unique_lock lock(mutex_);
     return *counted_states_.emplace(key, std::move(mask)).first->second;
   }
+  return plain_state_mask(state);
+}
+
+const TerminalStateMask& TerminalMasks::plain_state_mask(uint32_t state) const {
   {
     std::shared_lock lock(mutex_);
     if (states_[state]) return *states_[state];

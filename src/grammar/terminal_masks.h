@@ -94,6 +94,7 @@ class TerminalMasks {
   CountedDfa::Window window(uint32_t count) const;
 
  private:
+  const TerminalStateMask& plain_state_mask(uint32_t state) const;  // of the DFA's state
   std::shared_ptr<const TerminalStateMask> compute(uint32_t state) const;
   std::shared_ptr<const TerminalStateMask> compute_counted(uint32_t state, const CountedDfa::Window& w) const;
 
