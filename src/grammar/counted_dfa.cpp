@@ -62,9 +62,16 @@ inline uint64_t mix(uint64_t h, uint64_t x) {
 
 Result<std::shared_ptr<const CountedDfa>> CountedDfa::create(const Dfa& quoted, uint32_t min, uint32_t max) {
   auto out = std::make_shared<CountedDfa>();
-  CountedDfa& c = *out;
-  c.min_ = min;
-  c.max_ = max;
+  out->min_ = min;
+  out->max_ = max;
+  DI_TRYV(out->build_product(quoted));
+  DI_TRYV(out->tabulate_counts());
+  out->fingerprint_ = {mix(mix(quoted.fingerprint().a, min), max), mix(mix(quoted.fingerprint().b, max), min + 0x51ed27)};
+  return std::shared_ptr<const CountedDfa>(std::move(out));
+}
+
+Result<void> CountedDfa::build_product(const Dfa& quoted) {
+  CountedDfa& c = *this;
   // Byte classes: bytes the string DFA and the transducer both treat alike.
   {
     std::unordered_map<uint64_t, uint8_t> ids;
@@ -112,9 +119,14 @@ Result<std::shared_ptr<const CountedDfa>> CountedDfa::create(const Dfa& quoted, 
     }
   }
   c.table_.resize(pairs.size() * c.num_classes_, 0);
-  const auto n = static_cast<uint32_t>(pairs.size());
-  c.string_state_.resize(n);
-  for (uint32_t i = 0; i < n; ++i) c.string_state_[i] = pairs[i].first;
+  c.string_state_.resize(pairs.size());
+  for (uint32_t i = 0; i < pairs.size(); ++i) c.string_state_[i] = pairs[i].first;
+  return ok();
+}
+
+Result<void> CountedDfa::tabulate_counts() {
+  CountedDfa& c = *this;
+  const auto n = static_cast<uint32_t>(c.accepting_.size());
 
   // Reverse edges, split by whether they count.
   std::vector<std::vector<uint32_t>> pred0(n), pred1(n);
@@ -212,8 +224,7 @@ Result<std::shared_ptr<const CountedDfa>> CountedDfa::create(const Dfa& quoted, 
     c.cofinite_[s] = all ? 1 : 0;
     c.least_[s] = least;
   }
-  c.fingerprint_ = {mix(mix(quoted.fingerprint().a, min), max), mix(mix(quoted.fingerprint().b, max), min + 0x51ed27)};
-  return std::shared_ptr<const CountedDfa>(std::move(out));
+  return ok();
 }
 
 uint64_t CountedDfa::next_member(uint32_t state, uint64_t x) const {

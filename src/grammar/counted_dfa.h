@@ -71,6 +71,10 @@ class CountedDfa {
 
  private:
   static constexpr uint64_t kNever = UINT64_MAX;
+  // The product automaton of `quoted` and the code point transducer.
+  Result<void> build_product(const Dfa& quoted);
+  // The counts that can still complete from each state (preperiod, period, next_).
+  Result<void> tabulate_counts();
   // The smallest n >= x with n in L(state) (counts that can still complete), or kNever.
   uint64_t next_member(uint32_t state, uint64_t x) const;
   bool window_alive(uint32_t state, uint64_t lo, uint64_t hi) const;

@@ -85,33 +85,58 @@ Result<void> SchemaSet::build_negations() {
   return ok();
 }
 
+namespace {
+
+SchemaNode typed(uint8_t types) {
+  SchemaNode p;
+  p.types = types;
+  return p;
+}
+
+Error not_negatable(const SchemaNode& n, std::string_view keyword) {
+  return schema_error(n.path, fmt::format("'{}' cannot be negated exactly (under not, if or oneOf)", keyword));
+}
+
+}  // namespace
+
+SchemaId SchemaSet::add_part(const SchemaNode& owner, SchemaNode part) {
+  part.path = owner.path;
+  return add_node(std::move(part));
+}
+
 Result<void> SchemaSet::negate_into(SchemaId id, SchemaId out) {
   const SchemaNode n = nodes_[id];  // a copy: nodes are added below
-  auto unsupported = [&](std::string_view keyword) {
-    return schema_error(n.path, fmt::format("'{}' cannot be negated exactly (under not, if or oneOf)", keyword));
-  };
-  std::vector<SchemaId> parts;
-  auto part = [&](SchemaNode p) {
-    p.path = n.path;
-    parts.push_back(add_node(std::move(p)));
-  };
-  auto typed = [](uint8_t types) {
-    SchemaNode p;
-    p.types = types;
-    return p;
-  };
   if (n.always_false) {
     nodes_[out].opaque = true;  // not false: anything
     return ok();
   }
+  if (!n.excluded.empty() || !n.not_patterns.empty() || !n.forbidden.empty()) return not_negatable(n, "not");
+  std::vector<SchemaId> parts;
+  DI_TRYV(negate_scalars(n, parts));
+  DI_TRYV(negate_containers(n, parts));
+  DI_TRYV(negate_applicators(n, parts));
+  SchemaNode& result = nodes_[out];
+  result.synthetic = true;
+  result.opaque = true;
+  if (parts.empty()) {
+    result.always_false = true;  // not true: nothing
+  } else if (parts.size() == 1) {
+    result.all_of = {parts[0]};
+  } else {
+    result.any_of = std::move(parts);
+  }
+  return ok();
+}
+
+// type, enum/const, string and number keywords.
+Result<void> SchemaSet::negate_scalars(const SchemaNode& n, std::vector<SchemaId>& parts) {
+  auto part = [&](SchemaNode p) { parts.push_back(add_part(n, std::move(p))); };
   if (n.types != kTypeAll) part(typed(static_cast<uint8_t>(kTypeAll & ~n.types)));
   if (n.enum_values) {
     SchemaNode p;
     p.excluded = *n.enum_values;
     part(std::move(p));
   }
-  if (!n.excluded.empty() || !n.not_patterns.empty() || !n.forbidden.empty()) return unsupported("not");
-  // Strings.
   if (n.min_length > 0) {
     SchemaNode p = typed(kTypeString);
     p.max_length = n.min_length - 1;
@@ -129,9 +154,8 @@ Result<void> SchemaSet::negate_into(SchemaId id, SchemaId out) {
   }
   for (const auto& f : n.formats) {
     DI_TRY(rule, format_rule(f));
-    if (rule.kind != FormatRule::Kind::kAnnotation) return unsupported("format");
+    if (rule.kind != FormatRule::Kind::kAnnotation) return not_negatable(n, "format");
   }
-  // Numbers.
   const auto number = static_cast<uint8_t>(kTypeInteger | kTypeFraction);
   if (n.lower) {
     SchemaNode p = typed(number);
@@ -143,18 +167,23 @@ Result<void> SchemaSet::negate_into(SchemaId id, SchemaId out) {
     p.lower = NumberBound{n.upper->value, !n.upper->exclusive};
     part(std::move(p));
   }
-  if (!n.multiple_of.empty()) return unsupported("multipleOf");
-  // Arrays.
-  if (!n.prefix_items.empty()) return unsupported("prefixItems");
-  if (n.unevaluated_items) return unsupported("unevaluatedItems");
-  if (n.unique_items) return unsupported("uniqueItems");
+  if (!n.multiple_of.empty()) return not_negatable(n, "multipleOf");
+  return ok();
+}
+
+// Array and object keywords.
+Result<void> SchemaSet::negate_containers(const SchemaNode& n, std::vector<SchemaId>& parts) {
+  auto part = [&](SchemaNode p) { parts.push_back(add_part(n, std::move(p))); };
+  if (!n.prefix_items.empty()) return not_negatable(n, "prefixItems");
+  if (n.unevaluated_items) return not_negatable(n, "unevaluatedItems");
+  if (n.unique_items) return not_negatable(n, "uniqueItems");
   if (n.items) {  // some element is not an item
     SchemaNode p = typed(kTypeArray);
     p.contains = negation(*n.items);
     part(std::move(p));
   }
   if (n.contains && n.min_contains > 0) {
-    if (n.min_contains > 1) return unsupported("minContains");
+    if (n.min_contains > 1) return not_negatable(n, "minContains");
     SchemaNode p = typed(kTypeArray);  // no element matches
     p.items = negation(*n.contains);
     part(std::move(p));
@@ -169,13 +198,12 @@ Result<void> SchemaSet::negate_into(SchemaId id, SchemaId out) {
     p.min_items = n.max_items + 1;
     part(std::move(p));
   }
-  // Objects.
-  if (n.additional_properties) return unsupported("additionalProperties");
-  if (!n.pattern_properties.empty()) return unsupported("patternProperties");
-  if (n.property_names) return unsupported("propertyNames");
-  if (n.unevaluated_properties) return unsupported("unevaluatedProperties");
-  if (!n.dependent_required.empty()) return unsupported("dependentRequired");
-  if (!n.dependent_schemas.empty()) return unsupported("dependentSchemas");
+  if (n.additional_properties) return not_negatable(n, "additionalProperties");
+  if (!n.pattern_properties.empty()) return not_negatable(n, "patternProperties");
+  if (n.property_names) return not_negatable(n, "propertyNames");
+  if (n.unevaluated_properties) return not_negatable(n, "unevaluatedProperties");
+  if (!n.dependent_required.empty()) return not_negatable(n, "dependentRequired");
+  if (!n.dependent_schemas.empty()) return not_negatable(n, "dependentSchemas");
   for (const auto& [name, schema] : n.properties) {  // present with a value that is not `schema`
     SchemaNode p = typed(kTypeObject);
     p.required = {name};
@@ -197,41 +225,33 @@ Result<void> SchemaSet::negate_into(SchemaId id, SchemaId out) {
     p.min_properties = n.max_properties + 1;
     part(std::move(p));
   }
-  // Applicators: not (allOf A B) = not A or not B, not (anyOf A B) = not A and not B.
+  return ok();
+}
+
+// not (allOf A B) = not A or not B; not (anyOf A B) = not A and not B; not not S = S.
+Result<void> SchemaSet::negate_applicators(const SchemaNode& n, std::vector<SchemaId>& parts) {
   for (SchemaId a : n.all_of) parts.push_back(negation(a));
   if (n.ref) parts.push_back(negation(*n.ref));
   if (!n.any_of.empty()) {
     SchemaNode p;
     for (SchemaId a : n.any_of) p.all_of.push_back(negation(a));
-    part(std::move(p));
+    parts.push_back(add_part(n, std::move(p)));
   }
-  if (!n.one_of.empty()) return unsupported("oneOf");
+  if (!n.one_of.empty()) return not_negatable(n, "oneOf");
   if (n.not_of) parts.push_back(*n.not_of);
   if (n.if_of && (n.then_of || n.else_of)) {  // (if and not then) or (not if and not else)
     SchemaNode p;
     if (n.then_of) {
       SchemaNode yes;
       yes.all_of = {*n.if_of, negation(*n.then_of)};
-      yes.path = n.path;
-      p.any_of.push_back(add_node(std::move(yes)));
+      p.any_of.push_back(add_part(n, std::move(yes)));
     }
     if (n.else_of) {
       SchemaNode no;
       no.all_of = {negation(*n.if_of), negation(*n.else_of)};
-      no.path = n.path;
-      p.any_of.push_back(add_node(std::move(no)));
+      p.any_of.push_back(add_part(n, std::move(no)));
     }
-    part(std::move(p));
-  }
-  SchemaNode& result = nodes_[out];
-  result.synthetic = true;
-  result.opaque = true;
-  if (parts.empty()) {
-    result.always_false = true;  // not true: nothing
-  } else if (parts.size() == 1) {
-    result.all_of = {parts[0]};
-  } else {
-    result.any_of = std::move(parts);
+    parts.push_back(add_part(n, std::move(p)));
   }
   return ok();
 }

@@ -82,6 +82,8 @@ class SchemaLowering {
   // Key strings allowed by propertyNames (nullopt: any).
   Result<std::optional<Dfa>> key_content(const std::vector<SchemaId>& ids, const std::string& where);
   Result<void> lower_object(uint32_t rule, const Merged& m, const std::string& where);
+  Result<std::vector<std::pair<uint32_t, uint32_t>>> additional_members(const Merged& m, const std::optional<Dfa>& names_dfa,
+                                                                        const std::string& where);
 
   SchemaSet& set_;
   GrammarOptions options_;

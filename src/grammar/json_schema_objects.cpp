@@ -60,6 +60,91 @@ Result<std::optional<Dfa>> SchemaLowering::key_content(const std::vector<SchemaI
   return std::optional<Dfa>(std::move(d));
 }
 
+// Additional keys: any string (or propertyNames') other than a declared name, in any encoding,
+// split into regions by the patternProperties they match; each region has its own value schemas
+// (the matching patterns', plus additionalProperties of members none of whose patterns match).
+// Returns (key terminal, value rule) per region.
+Result<std::vector<std::pair<uint32_t, uint32_t>>> SchemaLowering::additional_members(const Merged& m, const std::optional<Dfa>& names_dfa,
+                                                                                   const std::string& where) {
+  const auto& rules = m.pattern_properties;
+  if (rules.size() > kMaxPatternProperties) {
+    return make_error(Code::kGrammar, "json schema: more than {} patternProperties in one object are not supported (at {})",
+                      kMaxPatternProperties, where);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> additional;
+  Merged any;
+  DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
+  std::vector<Regex> declared;
+  for (const auto& [name, schemas] : m.properties) declared.push_back(json_encode(re_literal(name)));
+  for (const auto& name : m.forbidden) declared.push_back(json_encode(re_literal(name)));
+  Dfa keys = std::move(content);
+  if (!declared.empty()) {
+    DI_TRY(taken, Dfa::from_regex(re_alt(std::move(declared))));
+    DI_TRY(rest, Dfa::subtract(keys, taken));
+    keys = std::move(rest);
+  }
+  std::vector<Dfa> matches;
+  for (const auto& r : rules) {
+    Regex any_char = re_star(re_chars(CodepointSet::all()));
+    DI_TRY(re, parse_ecmascript_regex(r.pattern));
+    DI_TRY(d, Dfa::from_regex(json_encode(re_seq({any_char, re, any_char}))));
+    matches.push_back(std::move(d));
+  }
+  // The non-empty regions, splitting each by one pattern after another.
+  struct Region {
+    Dfa keys;
+    std::vector<uint8_t> in;  // per pattern
+  };
+  std::vector<Region> regions;
+  if (!keys.empty_language()) regions.push_back({std::move(keys), std::vector<uint8_t>(rules.size(), 0)});
+  for (size_t i = 0; i < rules.size(); ++i) {
+    std::vector<Region> split;
+    for (auto& r : regions) {
+      DI_TRY(inside, Dfa::intersect(r.keys, matches[i]));
+      DI_TRY(outside, Dfa::subtract(r.keys, matches[i]));
+      if (!inside.empty_language()) {
+        split.push_back({std::move(inside), r.in});
+        split.back().in[i] = 1;
+      }
+      if (!outside.empty_language()) split.push_back({std::move(outside), std::move(r.in)});
+    }
+    if (split.size() > kMaxKeyRegions) {
+      return make_error(Code::kGrammar, "json schema: patternProperties overlap in more than {} ways (at {})", kMaxKeyRegions, where);
+    }
+    regions = std::move(split);
+  }
+  for (const Region& region : regions) {
+    const Dfa& region_keys = region.keys;
+    std::vector<SchemaId> values;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (region.in[i]) values.push_back(rules[i].schema);
+    }
+    auto matched_by = [&](SchemaId owner) {
+      for (size_t i = 0; i < rules.size(); ++i) {
+        if (region.in[i] && rules[i].owner == owner) return true;
+      }
+      return false;
+    };
+    for (const auto& [owner, schema] : m.additional) {
+      if (!matched_by(owner)) values.push_back(schema);
+    }
+    for (const auto& u : m.unevaluated) {
+      bool seen = false;
+      for (SchemaId r : u.reach) {
+        const SchemaNode& x = set_.node(r);
+        if (x.synthetic) continue;  // negations give no annotations
+        seen = seen || x.additional_properties || (r != u.owner && x.unevaluated_properties) || matched_by(r);
+      }
+      if (!seen) values.push_back(u.schema);
+    }
+    if (std::any_of(values.begin(), values.end(), [&](SchemaId id) { return set_.node(id).always_false; })) continue;
+    DI_TRY(k, quoted_terminal(region_keys));
+    DI_TRY(v, lower_ids(values));
+    additional.push_back({k, v});
+  }
+  return additional;
+}
+
 Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const std::string& where) {
   if (m.min_properties > m.max_properties) return ok();
   DI_TRY(names_dfa, key_content(m.property_names, where));
@@ -97,88 +182,7 @@ Result<void> SchemaLowering::lower_object(uint32_t rule, const Merged& m, const 
     }
     for (size_t k = 0; k < slots.size(); ++k) props[slots[k]] = in_order[k];
   }
-  // Additional keys: any string (or propertyNames') other than a declared name, in any encoding,
-  // split into regions by the patternProperties they match; each region has its own value
-  // schemas (the matching patterns', plus additionalProperties of members none of whose
-  // patterns match).
-  const auto& rules = m.pattern_properties;
-  if (rules.size() > kMaxPatternProperties) {
-    return make_error(Code::kGrammar, "json schema: more than {} patternProperties in one object are not supported (at {})",
-                      kMaxPatternProperties, where);
-  }
-  std::vector<std::pair<uint32_t, uint32_t>> additional;  // (key terminal, value rule) per region
-  {
-    Merged any;
-    DI_TRY(content, names_dfa ? Result<Dfa>(*names_dfa) : string_content(any, where));
-    std::vector<Regex> declared;
-    for (const auto& [name, schemas] : m.properties) declared.push_back(json_encode(re_literal(name)));
-    for (const auto& name : m.forbidden) declared.push_back(json_encode(re_literal(name)));
-    Dfa keys = std::move(content);
-    if (!declared.empty()) {
-      DI_TRY(taken, Dfa::from_regex(re_alt(std::move(declared))));
-      DI_TRY(rest, Dfa::subtract(keys, taken));
-      keys = std::move(rest);
-    }
-    std::vector<Dfa> matches;
-    for (const auto& r : rules) {
-      Regex any_char = re_star(re_chars(CodepointSet::all()));
-      DI_TRY(re, parse_ecmascript_regex(r.pattern));
-      DI_TRY(d, Dfa::from_regex(json_encode(re_seq({any_char, re, any_char}))));
-      matches.push_back(std::move(d));
-    }
-    // The non-empty regions, splitting each by one pattern after another.
-    struct Region {
-      Dfa keys;
-      std::vector<uint8_t> in;  // per pattern
-    };
-    std::vector<Region> regions;
-    if (!keys.empty_language()) regions.push_back({std::move(keys), std::vector<uint8_t>(rules.size(), 0)});
-    for (size_t i = 0; i < rules.size(); ++i) {
-      std::vector<Region> split;
-      for (auto& r : regions) {
-        DI_TRY(inside, Dfa::intersect(r.keys, matches[i]));
-        DI_TRY(outside, Dfa::subtract(r.keys, matches[i]));
-        if (!inside.empty_language()) {
-          split.push_back({std::move(inside), r.in});
-          split.back().in[i] = 1;
-        }
-        if (!outside.empty_language()) split.push_back({std::move(outside), std::move(r.in)});
-      }
-      if (split.size() > kMaxKeyRegions) {
-        return make_error(Code::kGrammar, "json schema: patternProperties overlap in more than {} ways (at {})", kMaxKeyRegions, where);
-      }
-      regions = std::move(split);
-    }
-    for (const Region& region : regions) {
-      const Dfa& region_keys = region.keys;
-      std::vector<SchemaId> values;
-      for (size_t i = 0; i < rules.size(); ++i) {
-        if (region.in[i]) values.push_back(rules[i].schema);
-      }
-      auto matched_by = [&](SchemaId owner) {
-        for (size_t i = 0; i < rules.size(); ++i) {
-          if (region.in[i] && rules[i].owner == owner) return true;
-        }
-        return false;
-      };
-      for (const auto& [owner, schema] : m.additional) {
-        if (!matched_by(owner)) values.push_back(schema);
-      }
-      for (const auto& u : m.unevaluated) {
-        bool seen = false;
-        for (SchemaId r : u.reach) {
-          const SchemaNode& x = set_.node(r);
-          if (x.synthetic) continue;  // negations give no annotations
-          seen = seen || x.additional_properties || (r != u.owner && x.unevaluated_properties) || matched_by(r);
-        }
-        if (!seen) values.push_back(u.schema);
-      }
-      if (std::any_of(values.begin(), values.end(), [&](SchemaId id) { return set_.node(id).always_false; })) continue;
-      DI_TRY(k, quoted_terminal(region_keys));
-      DI_TRY(v, lower_ids(values));
-      additional.push_back({k, v});
-    }
-  }
+  DI_TRY(additional, additional_members(m, names_dfa, where));
 
   // States: next property index i and members emitted so far c (counted only up to what
   // minProperties / maxProperties need). member(i, c) emits one member at or after i;

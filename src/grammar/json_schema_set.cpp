@@ -300,6 +300,30 @@ Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::stri
   return load(*cur, cur_base, cur_path);
 }
 
+// dependentRequired (name -> names), dependentSchemas (name -> schema), and draft-7 dependencies
+// (either).
+Result<void> SchemaSet::parse_dependencies(const std::string& key, const Json& v, const std::string& base, const std::string& path,
+                                           SchemaNode& n) {
+  if (!v.is_object()) return schema_error(n.path, fmt::format("{} must be an object", key));
+  for (const auto& [name, dep] : v.items()) {
+    if (key != "dependentSchemas" && dep.is_array()) {
+      std::vector<std::string> names;
+      for (const auto& d : dep) {
+        if (!d.is_string()) return schema_error(n.path, fmt::format("{} must list property names", key));
+        names.push_back(d.get<std::string>());
+      }
+      n.dependent_required.emplace_back(name, std::move(names));
+    } else if (key != "dependentRequired") {
+      if (!dep.is_object() && !dep.is_boolean()) return schema_error(n.path, fmt::format("{} must be a schema", key));
+      DI_TRY(id, load(dep, base, path + "/" + key + "/" + escape_pointer(name)));
+      n.dependent_schemas.emplace_back(name, id);
+    } else {
+      return schema_error(n.path, "dependentRequired must map names to arrays of names");
+    }
+  }
+  return ok();
+}
+
 Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base, const std::string& path) {
   SchemaNode n;
   n.path = path.empty() ? "#" : "#" + path;
@@ -441,23 +465,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       DI_TRY(id, sub(v, key));
       (key == "not" ? n.not_of : key == "if" ? n.if_of : key == "then" ? n.then_of : n.else_of) = id;
     } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
-      if (!v.is_object()) return schema_error(n.path, fmt::format("{} must be an object", key));
-      for (const auto& [name, dep] : v.items()) {
-        if (key != "dependentSchemas" && dep.is_array()) {
-          std::vector<std::string> names;
-          for (const auto& d : dep) {
-            if (!d.is_string()) return schema_error(n.path, fmt::format("{} must list property names", key));
-            names.push_back(d.get<std::string>());
-          }
-          n.dependent_required.emplace_back(name, std::move(names));
-        } else if (key != "dependentRequired") {
-          DI_TRYV(check_schema(dep, key));
-          DI_TRY(id, load(dep, base, path + "/" + key + "/" + escape_pointer(name)));
-          n.dependent_schemas.emplace_back(name, id);
-        } else {
-          return schema_error(n.path, "dependentRequired must map names to arrays of names");
-        }
-      }
+      DI_TRYV(parse_dependencies(key, v, base, path, n));
     } else if (key == "$ref") {
       if (!v.is_string()) return schema_error(n.path, "$ref must be a string");
       DI_TRY(id, resolve_ref(base, v.get<std::string>(), n.path));

@@ -123,6 +123,8 @@ class SchemaSet {
   Result<SchemaId> load(const Json& j, const std::string& base, const std::string& path);
   Result<void> drain();
   Result<SchemaNode> parse_node(const Json& j, const std::string& base, const std::string& path);
+  Result<void> parse_dependencies(const std::string& key, const Json& v, const std::string& base, const std::string& path,
+                                  SchemaNode& n);
   Result<SchemaId> resolve_ref(const std::string& base, const std::string& ref, const std::string& path);
   // A schema that reaches itself through $ref / allOf / anyOf / oneOf alone has no meaning
   // (validators loop on it): an error.
@@ -134,6 +136,10 @@ class SchemaSet {
   SchemaId negation(SchemaId id);
   Result<void> build_negations();
   Result<void> negate_into(SchemaId id, SchemaId out);
+  Result<void> negate_scalars(const SchemaNode& n, std::vector<SchemaId>& parts);
+  Result<void> negate_containers(const SchemaNode& n, std::vector<SchemaId>& parts);
+  Result<void> negate_applicators(const SchemaNode& n, std::vector<SchemaId>& parts);
+  SchemaId add_part(const SchemaNode& owner, SchemaNode part);
 
   std::unique_ptr<Json> doc_;  // boxed: the tables point into it
   SchemaId root_ = 0;

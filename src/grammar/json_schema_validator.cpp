@@ -140,6 +140,109 @@ Result<const Dfa*> SchemaValidator::format_dfa(const std::string& format) {
   return slot.get();
 }
 
+Result<bool> SchemaValidator::valid_string(const SchemaNode& n, const Json& v) {
+  const auto& s = v.get_ref<const std::string&>();
+  uint64_t len = codepoints(s);
+  if (len < n.min_length || len > n.max_length) return false;
+  for (const auto& p : n.patterns) {
+    DI_TRY(m, pattern_matches(p, s));
+    if (!m) return false;
+  }
+  for (const auto& p : n.not_patterns) {
+    DI_TRY(m, pattern_matches(p, s));
+    if (m) return false;
+  }
+  for (const auto& f : n.formats) {
+    DI_TRY(rule, format_rule(f));
+    if (rule.kind != FormatRule::Kind::kString) continue;
+    if (len > rule.max_length) return false;
+    DI_TRY(d, format_dfa(f));
+    if (!d->matches(s)) return false;
+  }
+  return true;
+}
+
+Result<bool> SchemaValidator::valid_number(const SchemaNode& n, const Json& v) {
+  auto d = number_of(v);
+  if (!d) return false;
+  if (n.lower) {
+    int c = compare(*d, n.lower->value);
+    if (c < 0 || (c == 0 && n.lower->exclusive)) return false;
+  }
+  if (n.upper) {
+    int c = compare(*d, n.upper->value);
+    if (c > 0 || (c == 0 && n.upper->exclusive)) return false;
+  }
+  for (const auto& step : n.multiple_of) {
+    if (!is_multiple_of(d->abs(), step)) return false;
+  }
+  for (const auto& f : n.formats) {
+    DI_TRY(rule, format_rule(f));
+    if (rule.kind != FormatRule::Kind::kNumber) continue;
+    if ((rule.integer && !d->is_integer()) || compare(*d, *rule.minimum) < 0 || compare(*d, *rule.maximum) > 0) return false;
+  }
+  return true;
+}
+
+Result<bool> SchemaValidator::valid_array(const SchemaNode& n, const Json& v) {
+  if (v.size() < n.min_items || v.size() > n.max_items) return false;
+  if (n.unique_items) {
+    std::unordered_set<std::string> seen;
+    for (const auto& item : v) {
+      if (!seen.insert(json_canonical(item)).second) return false;
+    }
+  }
+  if (n.contains && n.min_contains > 0) {
+    uint64_t matching = 0;
+    for (const auto& item : v) {
+      DI_TRY(r, valid(*n.contains, item));
+      matching += r ? 1 : 0;
+    }
+    if (matching < n.min_contains) return false;
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
+    if (!s) s = n.unevaluated_items;  // conservative, as for properties
+    if (!s) continue;
+    DI_TRY(ok_item, valid(*s, v[i]));
+    if (!ok_item) return false;
+  }
+  return true;
+}
+
+Result<bool> SchemaValidator::valid_object(const SchemaNode& n, const Json& v) {
+  if (v.size() < n.min_properties || v.size() > n.max_properties) return false;
+  for (const auto& r : n.required) {
+    if (!v.contains(r)) return false;
+  }
+  for (const auto& f : n.forbidden) {
+    if (v.contains(f)) return false;
+  }
+  for (const auto& [key, val] : v.items()) {
+    // The value meets its `properties` schema and every matching patternProperties schema;
+    // additionalProperties applies when neither names the key.
+    std::vector<SchemaId> schemas;
+    for (const auto& [name, ps] : n.properties) {
+      if (name == key) schemas.push_back(ps);
+    }
+    for (const auto& [pattern, ps] : n.pattern_properties) {
+      DI_TRY(m, pattern_matches(pattern, key));
+      if (m) schemas.push_back(ps);
+    }
+    if (schemas.empty() && n.additional_properties) schemas.push_back(*n.additional_properties);
+    // Conservative (never more permissive): only the schema's own keywords count as evaluating.
+    if (schemas.empty() && n.unevaluated_properties) schemas.push_back(*n.unevaluated_properties);
+    for (SchemaId s : schemas) {
+      DI_TRY(ok_val, valid(s, val));
+      if (!ok_val) return false;
+    }
+    if (n.property_names) {
+      DI_TRY(ok_name, valid(*n.property_names, Json(key)));
+      if (!ok_name) return false;
+    }
+  }
+  return true;
+}
 Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
   DI_TRYV(CompileBudget::spend(1));
   if (depth_ > kMaxDepth) return make_error(Code::kGrammar, "json schema: references nest too deep to check a value (more than {} levels)", kMaxDepth);
@@ -157,100 +260,20 @@ Result<bool> SchemaValidator::valid(SchemaId id, const Json& v) {
     if (json_equal(x, v)) return false;
   }
   if (v.is_string()) {
-    const auto& s = v.get_ref<const std::string&>();
-    uint64_t len = codepoints(s);
-    if (len < n.min_length || len > n.max_length) return false;
-    for (const auto& p : n.patterns) {
-      DI_TRY(m, pattern_matches(p, s));
-      if (!m) return false;
-    }
-    for (const auto& p : n.not_patterns) {
-      DI_TRY(m, pattern_matches(p, s));
-      if (m) return false;
-    }
-    for (const auto& f : n.formats) {
-      DI_TRY(rule, format_rule(f));
-      if (rule.kind != FormatRule::Kind::kString) continue;
-      if (len > rule.max_length) return false;
-      DI_TRY(d, format_dfa(f));
-      if (!d->matches(s)) return false;
-    }
+    DI_TRY(r, valid_string(n, v));
+    if (!r) return false;
   }
   if (v.is_number()) {
-    auto d = number_of(v);
-    if (!d) return false;
-    if (n.lower) {
-      int c = compare(*d, n.lower->value);
-      if (c < 0 || (c == 0 && n.lower->exclusive)) return false;
-    }
-    if (n.upper) {
-      int c = compare(*d, n.upper->value);
-      if (c > 0 || (c == 0 && n.upper->exclusive)) return false;
-    }
-    for (const auto& step : n.multiple_of) {
-      if (!is_multiple_of(d->abs(), step)) return false;
-    }
-    for (const auto& f : n.formats) {
-      DI_TRY(rule, format_rule(f));
-      if (rule.kind != FormatRule::Kind::kNumber) continue;
-      if ((rule.integer && !d->is_integer()) || compare(*d, *rule.minimum) < 0 || compare(*d, *rule.maximum) > 0) return false;
-    }
+    DI_TRY(r, valid_number(n, v));
+    if (!r) return false;
   }
   if (v.is_array()) {
-    if (v.size() < n.min_items || v.size() > n.max_items) return false;
-    if (n.unique_items) {
-      std::unordered_set<std::string> seen;
-      for (const auto& item : v) {
-        if (!seen.insert(json_canonical(item)).second) return false;
-      }
-    }
-    if (n.contains && n.min_contains > 0) {
-      uint64_t matching = 0;
-      for (const auto& item : v) {
-        DI_TRY(r, valid(*n.contains, item));
-        matching += r ? 1 : 0;
-      }
-      if (matching < n.min_contains) return false;
-    }
-    for (size_t i = 0; i < v.size(); ++i) {
-      std::optional<SchemaId> s = i < n.prefix_items.size() ? std::optional<SchemaId>(n.prefix_items[i]) : n.items;
-      if (!s) s = n.unevaluated_items;  // conservative, as for properties
-      if (!s) continue;
-      DI_TRY(ok_item, valid(*s, v[i]));
-      if (!ok_item) return false;
-    }
+    DI_TRY(r, valid_array(n, v));
+    if (!r) return false;
   }
   if (v.is_object()) {
-    if (v.size() < n.min_properties || v.size() > n.max_properties) return false;
-    for (const auto& r : n.required) {
-      if (!v.contains(r)) return false;
-    }
-    for (const auto& f : n.forbidden) {
-      if (v.contains(f)) return false;
-    }
-    for (const auto& [key, val] : v.items()) {
-      // The value meets its `properties` schema and every matching patternProperties schema;
-      // additionalProperties applies when neither names the key.
-      std::vector<SchemaId> schemas;
-      for (const auto& [name, ps] : n.properties) {
-        if (name == key) schemas.push_back(ps);
-      }
-      for (const auto& [pattern, ps] : n.pattern_properties) {
-        DI_TRY(m, pattern_matches(pattern, key));
-        if (m) schemas.push_back(ps);
-      }
-      if (schemas.empty() && n.additional_properties) schemas.push_back(*n.additional_properties);
-      // Conservative (never more permissive): only the schema's own keywords count as evaluating.
-      if (schemas.empty() && n.unevaluated_properties) schemas.push_back(*n.unevaluated_properties);
-      for (SchemaId s : schemas) {
-        DI_TRY(ok_val, valid(s, val));
-        if (!ok_val) return false;
-      }
-      if (n.property_names) {
-        DI_TRY(ok_name, valid(*n.property_names, Json(key)));
-        if (!ok_name) return false;
-      }
-    }
+    DI_TRY(r, valid_object(n, v));
+    if (!r) return false;
   }
   for (SchemaId s : n.all_of) {
     DI_TRY(r, valid(s, v));

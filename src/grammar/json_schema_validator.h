@@ -30,6 +30,11 @@ class SchemaValidator {
  private:
   Result<const Dfa*> pattern_dfa(const std::string& pattern);
   bool in_enum(SchemaId id, const std::vector<Json>& values, const Json& v);
+  // The keywords of one instance type (valid() checks the type and the applicators).
+  Result<bool> valid_string(const SchemaNode& n, const Json& v);
+  Result<bool> valid_number(const SchemaNode& n, const Json& v);
+  Result<bool> valid_array(const SchemaNode& n, const Json& v);
+  Result<bool> valid_object(const SchemaNode& n, const Json& v);
   Result<const Dfa*> format_dfa(const std::string& format);
 
   const SchemaSet& set_;

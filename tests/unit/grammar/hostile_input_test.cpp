@@ -222,7 +222,7 @@ namespace {
 TEST(HostileMatcher, LongArraysAndObjectsInOneStep) {
   GrammarCompiler compiler(testing::byte_vocabulary(), 0);
   std::string array = "[";
-  for (int i = 0; i < 20000; ++i) array += (i ? "," : "") + std::to_string(i);
+  for (int i = 0; i < 20000; ++i) array += fmt::format("{}{}", i ? "," : "", i);
   array += "]";
   std::string object = "{";
   for (int i = 0; i < 20000; ++i) object += fmt::format("{}\"k{}\":{}", i ? "," : "", i, i);

@@ -90,7 +90,7 @@ void expect_counts(const std::string& schema, uint64_t min, uint64_t max, uint64
   Matcher m(g.value());
   std::string text = open;
   for (uint64_t count = 0; count <= up_to; ++count) {
-    if (count > 0) text += (count > 1 ? "," : "") + member(count - 1);
+    if (count > 0) text += fmt::format("{}{}", count > 1 ? "," : "", member(count - 1));
     EXPECT_EQ(m.accepts_string(text + close), count >= min && count <= max) << schema << " with " << count;
   }
 }
@@ -320,7 +320,7 @@ TEST(JsonSchema, PropertiesFollowTheOrderOfRequired) {
 
 TEST(JsonSchema, ManyPatternProperties) {
   std::string s = R"({"type":"object","patternProperties":{)";
-  for (int i = 0; i < 64; ++i) s += (i ? "," : "") + fmt::format(R"("^p{}_":{{"const":{}}})", i, i);
+  for (int i = 0; i < 64; ++i) s += fmt::format(R"({}"^p{}_":{{"const":{}}})", i ? "," : "", i, i);
   s += R"(},"additionalProperties":false})";
   expect_texts(s, {R"({"p0_a":0,"p63_x":63})", "{}"}, {R"({"p1_a":0})", R"({"q":1})"});
 }
