@@ -89,10 +89,9 @@ Result<void> Engine::start() {
   }
   model_config_ = model_->config();
 
-  std::error_code ec;
-  if (fs::exists(dir / "tokenizer.json", ec)) {
-    DI_TRY(tok, text::Tokenizer::from_file(dir / "tokenizer.json"));
-    tokenizer_ = std::move(tok);
+  DI_TRY(tok, text::Tokenizer::from_model_dir(dir));
+  if (tok) {
+    tokenizer_ = std::move(*tok);
   } else {
     log(LogLevel::kInfo, "{} has no tokenizer.json: token ids in, token ids out", config_.model_path);
   }

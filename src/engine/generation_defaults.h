@@ -16,6 +16,7 @@ struct GenerationDefaults {
 
 // Reads DIR/generation_config.json when present (absent: library defaults). Keys used: do_sample
 // (false -> greedy), temperature, top_p, top_k, max_new_tokens, repetition_penalty, eos_token_id.
+// Values no request could use (temperature -5, top_p 5, ids beyond int32) are Code::kModelFormat.
 Result<GenerationDefaults> load_generation_defaults(const std::string& model_dir);
 
 }  // namespace deepinfer
