@@ -290,11 +290,8 @@ void Engine::loop() {
     c.error = std::move(error);
     // Text held back (an incomplete character, a possible stop string) is released at the end.
     std::string tail;
-    if (c.detok) tail += c.detok->flush();
-    if (c.stops && !c.stops->stopped()) {
-      tail = c.stops->feed(tail, false).text;
-      tail += c.stops->flush();
-    }
+    if (c.detok) tail = c.detok->flush();
+    if (c.stops) tail = c.stops->finish(tail);
     if (!tail.empty()) {
       c.text += tail;
       Event e;
