@@ -1,5 +1,7 @@
 #include "cli/cli_util.h"
 
+#include "util/file_reading.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -28,12 +30,13 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
   return ids;
 }
 
+Result<std::string> read_input_file(const std::string& path) {
+  return read_whole_file(path, FileLimits{256ull << 20, Code::kInvalidArgument, /*allow_pipes=*/true});
+}
+
 Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_token_ids(ss.str(), path);
+  DI_TRY(text, read_input_file(path));
+  return parse_token_ids(text, path);
 }
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {

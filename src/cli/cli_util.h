@@ -13,6 +13,9 @@ namespace deepinfer::cli {
 
 // Prints "deepinfer: <code>: <message>" to stderr for an error; returns the process exit code.
 int report(const Result<void>& r);
+// A file named on the command line (prompt, ids, schema, text): a regular file or a pipe, at most
+// 256 MiB (a device such as /dev/zero is refused instead of read for ever).
+Result<std::string> read_input_file(const std::string& path);
 Result<std::vector<int32_t>> read_token_ids(const std::string& path);
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
 Result<std::unique_ptr<Backend>> make_backend(const std::string& device);

@@ -3,8 +3,6 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 
-#include <fstream>
-#include <sstream>
 
 namespace deepinfer::cli {
 namespace {
@@ -25,11 +23,8 @@ Result<void> run_generate(const GenerateArgs& a) {
   } else {
     std::string prompt = a.prompt;
     if (!a.prompt_file.empty()) {
-      std::ifstream in(a.prompt_file, std::ios::binary);
-      if (!in) return make_error(Code::kNotFound, "cannot read {}", a.prompt_file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      prompt = ss.str();
+      DI_TRY(text, read_input_file(a.prompt_file));
+      prompt = std::move(text);
     }
     DI_TRYV(session->add_text(prompt, a.special ? text::EncodeMode::kRecognizeAddedTokens : text::EncodeMode::kPlainText));
     if (a.echo && !a.engine.json) std::fwrite(prompt.data(), 1, prompt.size(), stdout);

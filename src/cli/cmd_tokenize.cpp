@@ -4,8 +4,6 @@
 #include "text/tokenizer.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 namespace deepinfer::cli {
 namespace {
@@ -23,11 +21,8 @@ struct DetokenizeArgs {
 Result<void> run_tokenize(const TokenizeArgs& a, bool from_file) {
   std::string input = a.text;
   if (from_file) {
-    std::ifstream in(a.text_file, std::ios::binary);
-    if (!in) return make_error(Code::kNotFound, "cannot read {}", a.text_file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    input = ss.str();
+    DI_TRY(text, read_input_file(a.text_file));
+    input = std::move(text);
   }
   DI_TRY(tok, text::Tokenizer::from_file(a.tokenizer));
   DI_TRY(ids, tok.encode(input, a.plain ? text::EncodeMode::kPlainText : text::EncodeMode::kRecognizeAddedTokens));

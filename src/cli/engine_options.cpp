@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 namespace deepinfer::cli {
 
@@ -86,22 +84,15 @@ SamplingParams EngineOptions::sampling(const Engine& engine) const {
 }
 
 Result<std::shared_ptr<const grammar::CompiledGrammar>> EngineOptions::grammar(Engine& engine) const {
-  auto read = [](const std::string& path) -> Result<std::string> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
   grammar::GrammarOptions options;
   if (compact_json) options.whitespace = grammar::Whitespace::kCompact;
   if (!regex.empty()) return engine.compile_grammar(grammar::GrammarKind::kRegex, regex, options);
   if (!json_schema_file.empty()) {
-    DI_TRY(spec, read(json_schema_file));
+    DI_TRY(spec, read_input_file(json_schema_file));
     return engine.compile_grammar(grammar::GrammarKind::kJsonSchema, spec, options);
   }
   if (!ebnf_file.empty()) {
-    DI_TRY(spec, read(ebnf_file));
+    DI_TRY(spec, read_input_file(ebnf_file));
     return engine.compile_grammar(grammar::GrammarKind::kEbnf, spec, options);
   }
   return std::shared_ptr<const grammar::CompiledGrammar>();

@@ -31,6 +31,23 @@ struct DemoCopy {
     fs::remove(path / "config.json");
     std::ofstream(path / "config.json") << config.dump();
   }
+  // Makes every value of `tensor` NaN in a copy of its shard (broken weights with a valid config).
+  void poison(const std::string& tensor) const {
+    const auto index = nlohmann::json::parse(std::ifstream(fs::path(DI_DEMO_MODEL) / "model.safetensors.index.json"));
+    const std::string shard = index["weight_map"][tensor];
+    std::ifstream in(fs::path(DI_DEMO_MODEL) / shard, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<unsigned char>(bytes[i]);
+    const auto entry = nlohmann::json::parse(bytes.substr(8, header_len))[tensor];
+    const std::string nan = entry["dtype"] == "F32" ? std::string("\x00\x00\xc0\x7f", 4) : std::string("\xc0\x7f", 2);
+    ASSERT_TRUE(entry["dtype"] == "F32" || entry["dtype"] == "BF16") << entry.dump();
+    for (size_t at = 8 + header_len + entry["data_offsets"][0].get<size_t>(); at < 8 + header_len + entry["data_offsets"][1].get<size_t>();
+         at += nan.size())
+      bytes.replace(at, nan.size(), nan);
+    fs::remove(path / shard);
+    std::ofstream(path / shard, std::ios::binary) << bytes;
+  }
   Result<std::shared_ptr<Engine>> open() const {
     EngineConfig c = testing::demo_config();
     c.model_path = path.string();
@@ -51,6 +68,26 @@ TEST(HostileModelDir, AbsurdConfigValuesFailAtLoad) {
     ASSERT_FALSE(e) << key << " = " << value.dump() << " loaded";
     EXPECT_EQ(e.error().code, Code::kModelFormat) << e.error().message;
     EXPECT_NE(e.error().message.find(key), std::string::npos) << e.error().message;
+  }
+}
+
+TEST(HostileModelDir, NonFiniteLogitsAreAModelError) {
+  DemoCopy dir;
+  dir.poison("model.norm.weight");
+  auto e = dir.open();
+  ASSERT_TRUE(e) << e.error().message;
+  // Greedy rows take the backend's argmax; sampled rows (and logprobs) the host sampler.
+  for (const float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.max_tokens = 2;
+    const auto out = testing::generate_alone(*e.value(), {5, 6, 7}, p);
+    ASSERT_EQ(out.finished.count(0), 1u);
+    const Event& done = out.finished.at(0);
+    EXPECT_EQ(done.reason, FinishReason::kError);
+    ASSERT_TRUE(done.error.has_value());
+    EXPECT_EQ(done.error->code, Code::kModelFormat) << done.error->message;  // was kInternal
+    EXPECT_NE(done.error->message.find("the model produced"), std::string::npos) << done.error->message;
   }
 }
 
