@@ -301,8 +301,9 @@ class Backend {
   }
 };
 
-// The CPU reference backend (fp32, batch-invariant products, a thread pool).
-std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+// The CPU reference backend (fp32, batch-invariant products, a thread pool of n_threads; 0: one
+// per hardware thread). Fails when the threads cannot be started (ThreadPool::create).
+Result<std::unique_ptr<Backend>> make_cpu_backend(int n_threads = 0);
 
 // The CUDA backend on GPU `device` (bf16 weights, fp32 activations and accumulation). kUnsupported
 // when this build has no CUDA or no device is present; kBackend when the device fails to start.

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -77,7 +78,10 @@ Result<void> Engine::start() {
       log(LogLevel::kInfo, "no CUDA device ({}); running on the CPU", cuda.error().message);
     }
   }
-  if (!backend_) backend_ = make_cpu_backend(config_.threads);
+  if (!backend_) {
+    DI_TRY(cpu, make_cpu_backend(config_.threads));
+    backend_ = std::move(cpu);
+  }
   log(LogLevel::kInfo, "loading model {} on {}", config_.model_path, backend_->name());
   if (config_.dummy_weights) {
     DI_TRY(mc, DeepseekV4::read_config(config_.model_path));
@@ -124,10 +128,16 @@ Result<void> Engine::start() {
   stats_.total_blocks = stats_.free_blocks = runner_->pool().n_blocks();
   stats_.block_tokens = runner_->layout().block_tokens;
   stats_.block_bytes = runner_->layout().block_floats * sizeof(float);
-  masks_ = std::make_unique<MaskWorker>(std::max<size_t>(1, std::thread::hardware_concurrency() / 4));
-  sample_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.threads));
+  DI_TRY(masks, MaskWorker::create(std::max<size_t>(1, std::thread::hardware_concurrency() / 4)));
+  masks_ = std::move(masks);
+  DI_TRY(sample_pool, ThreadPool::create(static_cast<size_t>(config_.threads)));
+  sample_pool_ = std::move(sample_pool);
   loop_ = std::make_unique<EngineLoopState>();
-  thread_ = std::thread([this] { loop(); });
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::exception& e) {  // no thread to be had: an error, as for the pools
+    return make_error(Code::kOutOfMemory, "cannot start the engine thread: {}", e.what());
+  }
   return ok();
 }
 

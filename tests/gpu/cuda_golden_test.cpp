@@ -124,7 +124,7 @@ TEST_P(CudaGolden, MatchesCpuFullChunkedTokenAndBatched) {
     f = testing::load_golden_fixture(GetParam());
     ASSERT_FALSE(f.ids.empty());
   }
-  auto cpu = make_cpu_backend();
+  auto cpu = make_cpu_backend().value();
   auto cpu_model = DeepseekV4::load(f.checkpoint, *cpu);
   ASSERT_TRUE(cpu_model) << cpu_model.error().message;
   RunnerOptions opt;

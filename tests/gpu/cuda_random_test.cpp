@@ -71,7 +71,7 @@ void expect_matches_cpu(const ModelConfig& c, Backend* gpu) {
   auto gpu32_r = make_cuda_backend(0, true);
   ASSERT_TRUE(gpu32_r) << gpu32_r.error().message;
   auto gpu32 = std::move(gpu32_r).value();
-  auto cpu = make_cpu_backend();
+  auto cpu = make_cpu_backend().value();
   auto m_cpu = DeepseekV4::random(c, *cpu, 11);
   auto m_gpu32 = DeepseekV4::random(c, *gpu32, 11);
   auto m_gpu = DeepseekV4::random(c, *gpu, 11);

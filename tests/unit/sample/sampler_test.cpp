@@ -110,8 +110,8 @@ TEST(SampleRow, ThreadsGiveTheSameTokensAsOneThread) {
   };
   std::vector<int32_t> sequential(kRows), parallel(kRows);
   for (size_t r = 0; r < kRows; ++r) sequential[r] = sample(row_of(r), p, state, key_of(r));
-  ThreadPool pool(4);
-  pool.parallel_for(kRows, 1, [&](size_t begin, size_t end) {
+  auto pool = ThreadPool::create(4).value();
+  pool->parallel_for(kRows, 1, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
       std::vector<float> row = row_of(r);
       auto result = sample_row(row, p, state, kNoEos, {}, key_of(r));
