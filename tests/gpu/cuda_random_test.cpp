@@ -13,11 +13,9 @@
 namespace deepinfer {
 namespace {
 
-ModelConfig demo_config() {
-  auto c = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo");
-  EXPECT_TRUE(c) << c.error().message;
-  return c ? c.value() : ModelConfig{};
-}
+// The demo model's configuration; tests ASSERT on it (a default ModelConfig is the full-size model,
+// which a missing demo model once sent to the GPU).
+Result<ModelConfig> demo_config() { return DeepseekV4::read_config(testing::demo_model_dir()); }
 
 // Three sequences: prefill 60 tokens each (one forward), then 40 decode steps of the batch of three.
 // Returns every logit row in order.
@@ -103,7 +101,9 @@ void expect_matches_cpu(const ModelConfig& c, Backend* gpu) {
 
 TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
   DI_REQUIRE_GPU(gpu);
-  expect_matches_cpu(demo_config(), gpu.get());
+  auto c = demo_config();
+  ASSERT_TRUE(c) << c.error().message << "; " << testing::missing_test_data();
+  expect_matches_cpu(c.value(), gpu.get());
 }
 
 // Greedy steps (argmax on the device, graphs keyed apart from logits steps) pick what the logits'
@@ -111,7 +111,9 @@ TEST(CudaRandomModel, MatchesCpuAndGraphReplaysMatchEager) {
 // group with logits steps, the other with greedy steps, both captured and replayed as graphs.
 TEST(CudaRandomModel, GreedyStepsPickTheArgmaxOfTheLogits) {
   DI_REQUIRE_GPU(gpu);
-  auto m = DeepseekV4::random(demo_config(), *gpu, 5);
+  auto c = demo_config();
+  ASSERT_TRUE(c) << c.error().message << "; " << testing::missing_test_data();
+  auto m = DeepseekV4::random(c.value(), *gpu, 5);
   ASSERT_TRUE(m);
   RunnerOptions opt;
   opt.max_sequences = 6;
@@ -155,7 +157,9 @@ TEST(CudaRandomModel, GreedyStepsPickTheArgmaxOfTheLogits) {
 // kernel in every layer (sliding, CSA, HCA), for prefill and for decode with keys split over blocks.
 TEST(CudaRandomModel, TensorCoreAttentionShapeMatchesCpu) {
   DI_REQUIRE_GPU(gpu);
-  ModelConfig c = demo_config();
+  auto demo = demo_config();
+  ASSERT_TRUE(demo) << demo.error().message << "; " << testing::missing_test_data();
+  ModelConfig c = demo.value();
   c.head_dim = 512;
   c.num_heads = 64;
   expect_matches_cpu(c, gpu.get());
@@ -163,7 +167,9 @@ TEST(CudaRandomModel, TensorCoreAttentionShapeMatchesCpu) {
 
 TEST(CudaRandomModel, ProfilesTheOpsOfAStep) {
   DI_REQUIRE_GPU(gpu);
-  auto m = DeepseekV4::random(demo_config(), *gpu, 5);
+  auto c = demo_config();
+  ASSERT_TRUE(c) << c.error().message << "; " << testing::missing_test_data();
+  auto m = DeepseekV4::random(c.value(), *gpu, 5);
   ASSERT_TRUE(m);
   RunnerOptions opt;
   opt.max_sequences = 2;
