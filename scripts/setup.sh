@@ -11,6 +11,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
   python3 python3-dev python3-pytest python3-jsonschema swig golang-go
+  clang-16 libclang-rt-16-dev
 )
 
 missing=()

@@ -17,12 +17,15 @@ constexpr uint64_t kMaxFileBytes = 16ull << 20;  // a few hundred bytes in pract
 }  // namespace
 
 Result<GenerationDefaults> load_generation_defaults(const std::string& model_dir) {
-  GenerationDefaults d;
   const std::filesystem::path path = std::filesystem::path(model_dir) / "generation_config.json";
-  if (!entry_exists(path)) return d;
+  if (!entry_exists(path)) return GenerationDefaults{};
   DI_TRY(text, read_whole_file(path, FileLimits{kMaxFileBytes}));
+  return parse_generation_defaults(text, path.string());
+}
+
+Result<GenerationDefaults> parse_generation_defaults(std::string_view text, const std::string& name) {
+  GenerationDefaults d;
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const std::string name = path.string();
   if (j.is_discarded() || !j.is_object()) return make_error(Code::kModelFormat, "{}: not a JSON object", name);
   auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
   auto real = [&](const char* key, float& field) -> Result<void> {

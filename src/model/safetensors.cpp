@@ -78,17 +78,13 @@ Result<StoredTensor> parse_entry(const std::string& path, const std::string& nam
 
 }  // namespace
 
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  DI_TRY(mapped, MappedFile::open(path));
-  auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());
-  file->file_ = std::move(mapped);
-  const uint8_t* p = file->file_.data();
-  uint64_t size = file->file_.size();
+Result<std::vector<StoredTensor>> parse_safetensors(const uint8_t* p, uint64_t size, const std::string& path) {
   if (size < 8) return make_error(Code::kModelFormat, "{}: file of {} bytes is too short for a safetensors header", path, size);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | p[i];
-  if (header_len > kMaxHeaderBytes)
-    return make_error(Code::kModelFormat, "{}: header of {} bytes exceeds the {} byte limit", path, header_len, kMaxHeaderBytes);
+  if (header_len > SafetensorsFile::kMaxHeaderBytes)
+    return make_error(Code::kModelFormat, "{}: header of {} bytes exceeds the {} byte limit", path, header_len,
+                      SafetensorsFile::kMaxHeaderBytes);
   if (header_len > size - 8)
     return make_error(Code::kModelFormat, "{}: header of {} bytes runs past the end of the {} byte file (truncated?)", path,
                       header_len, size);
@@ -97,14 +93,40 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     return make_error(Code::kModelFormat, "{}: header is not a JSON object", path);
   const uint8_t* data_start = p + 8 + header_len;
   uint64_t data_size = size - 8 - header_len;
+  std::vector<StoredTensor> tensors;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     DI_TRY(t, parse_entry(path, it.key(), it.value(), data_start, data_size));
-    file->tensors_.push_back(std::move(t));
+    tensors.push_back(std::move(t));
   }
-  DI_TRYV(check_disjoint(path, file->tensors_));
+  DI_TRYV(check_disjoint(path, tensors));
+  return tensors;
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+  DI_TRY(mapped, MappedFile::open(path));
+  auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());
+  file->file_ = std::move(mapped);
+  DI_TRY(tensors, parse_safetensors(file->file_.data(), file->file_.size(), path));
+  file->tensors_ = std::move(tensors);
   for (auto& t : file->tensors_) t.file = &file->file_.path();
   return file;
+}
+
+Result<std::map<std::string, std::string>> parse_safetensors_index(std::string_view text, const std::string& path) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    return make_error(Code::kModelFormat, "{}: not a JSON object with a weight_map", path);
+  std::map<std::string, std::string> index;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string())
+      return make_error(Code::kModelFormat, "{}: weight_map[\"{}\"] is not a file name", path, text_excerpt(it.key()));
+    std::string f = it.value().get<std::string>();
+    if (f.find('/') != std::string::npos || f == "..")
+      return make_error(Code::kModelFormat, "{}: file name \"{}\" must not contain a path", path, text_excerpt(f));
+    index[it.key()] = std::move(f);
+  }
+  return index;
 }
 
 Result<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
@@ -115,21 +137,10 @@ Result<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
   fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   if (entry_exists(index_path)) {
     DI_TRY(text, read_whole_file(index_path, FileLimits{kMaxIndexBytes}));
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      return make_error(Code::kModelFormat, "{}: not a JSON object with a weight_map", index_path.string());
+    DI_TRY(parsed, parse_safetensors_index(text, index_path.string()));
+    index = std::move(parsed);
     std::set<std::string> files;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it.value().is_string())
-        return make_error(Code::kModelFormat, "{}: weight_map[\"{}\"] is not a file name", index_path.string(),
-                          text_excerpt(it.key()));
-      std::string f = it.value().get<std::string>();
-      if (f.find('/') != std::string::npos || f == ".." )
-        return make_error(Code::kModelFormat, "{}: file name \"{}\" must not contain a path", index_path.string(),
-                          text_excerpt(f));
-      index[it.key()] = f;
-      files.insert(f);
-    }
+    for (const auto& [tensor, f] : index) files.insert(f);
     for (const auto& f : files) paths.push_back((fs::path(dir) / f).string());
   } else {
     for (const auto& entry : fs::directory_iterator(dir, ec))
