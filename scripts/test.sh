@@ -14,3 +14,6 @@ asan_targets=(test_engine abi_test abi_misuse_test)
 cmake --build build-asan -j "$jobs" --target "${asan_targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -R "^(EngineLifecycle|Sampling/BatchedEqualsAlone|Demo|DemoEngines|Misuse|TokenizerLess)\."
+
+echo "== fuzzing: every libFuzzer target for a bounded time (scripts/fuzz.sh; findings fail the run)"
+scripts/fuzz.sh --ci
