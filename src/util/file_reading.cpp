@@ -40,7 +40,9 @@ Result<std::string> read_whole_file(const std::filesystem::path& path, const Fil
   Fd f{::open(name.c_str(), O_RDONLY | O_CLOEXEC | (limits.allow_pipes ? 0 : O_NONBLOCK))};
   if (f.fd < 0) {
     const int err = errno;
-    return make_error(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot open {}: {}", name, std::strerror(err));
+    // ENOTDIR: a component of the path is a file, so this one does not exist either.
+    const bool missing = err == ENOENT || err == ENOTDIR;
+    return make_error(missing ? Code::kNotFound : Code::kIo, "cannot open {}: {}", name, std::strerror(err));
   }
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) return make_error(Code::kIo, "cannot stat {}: {}", name, std::strerror(errno));

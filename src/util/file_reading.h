@@ -20,7 +20,7 @@ struct FileLimits {
   bool allow_pipes = false;
 };
 
-// The file's bytes. Missing file: Code::kNotFound; a directory, device, socket (or FIFO unless
+// The file's bytes. Missing file (or a path through a file): Code::kNotFound; a directory, device, socket (or FIFO unless
 // allowed) or an error of the operating system (a symlink loop, no permission): Code::kIo naming
 // the path and the reason.
 Result<std::string> read_whole_file(const std::filesystem::path& path, const FileLimits& limits);
