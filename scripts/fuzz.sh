@@ -50,8 +50,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   dict=$(dict_of "$t")
   echo "== fuzz_$t: ${seconds} s"
-  # -timeout: one input taking longer is a finding (a hang); -rss_limit_mb: so is runaway memory.
-  if ! build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
+  # -timeout: one input taking longer is a finding (a hang; wall time, so a starved process on a
+  # busy machine may need FUZZ_TIMEOUT raised); -rss_limit_mb: so is runaway memory.
+  if ! build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb=2560 -print_final_stats=1 \
       ${dict:+-dict="$dict"} -artifact_prefix=build-fuzz/artifacts/"$t"- "$corpus" tests/fuzz/corpus/"$t" \
       >build-fuzz/"$t".log 2>&1; then
     status=1
