@@ -109,15 +109,17 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& model) {
       return make_error(Code::kModelFormat, "model: vocab entry \"{}\" has no valid id", text_excerpt(token));
     }
     if (id.get<int64_t>() >= id_limit) {
-      return make_error(Code::kModelFormat, "model: vocab entry \"{}\" has id {}, beyond the {} ids a vocabulary of {} entries may use",
+      return make_error(Code::kModelFormat,
+                        "model: vocab entry \"{}\" has id {}, beyond the {} ids a vocabulary of {} entries may use",
                         text_excerpt(token), id.get<int64_t>(), id_limit, entries);
     }
     m.vocab_.emplace(token, id.get<TokenId>());
   }
   if (unk) {
     const auto it = m.vocab_.find(*unk);
-    if (it == m.vocab_.end()) return make_error(Code::kModelFormat, "model: unk_token \"{}\" is not in the vocab",
-                                                   text_excerpt(*unk));
+    if (it == m.vocab_.end()) {
+      return make_error(Code::kModelFormat, "model: unk_token \"{}\" is not in the vocab", text_excerpt(*unk));
+    }
     m.unk_id_ = it->second;
   }
   for (int b = 0; b < 256; ++b) {

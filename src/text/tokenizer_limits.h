@@ -19,8 +19,8 @@ inline constexpr std::size_t kMaxNormalizerSteps = 64;
 // below the largest costs a slot of the id table (~70 bytes).
 inline constexpr int64_t kMaxTokenIds = int64_t{1} << 24;
 inline constexpr int64_t kSpareTokenIds = 65536;
-// tokenizer.json is parsed whole (its DOM takes several times its size); tokenizer_config.json is small.
-inline constexpr uint64_t kMaxTokenizerFileBytes = 256ull << 20;
+// tokenizer.json is parsed whole (its DOM takes 5-12 times its size); tokenizer_config.json is small.
+inline constexpr uint64_t kMaxTokenizerFileBytes = 128ull << 20;  // the largest real ones are ~35 MB
 inline constexpr uint64_t kMaxTokenizerConfigBytes = 16ull << 20;
 
 }  // namespace deepinfer::text
