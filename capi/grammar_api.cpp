@@ -75,7 +75,7 @@ class TokenizerCompilers {
 };
 
 TokenizerCompilers& tokenizer_compilers() {
-  static TokenizerCompilers cache;
+  static TokenizerCompilers cache;  // process-wide: the header documents this cache of compilers
   return cache;
 }
 

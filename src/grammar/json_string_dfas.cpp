@@ -21,8 +21,9 @@ const Dfa& json_body_dfa() {
 }
 
 Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format) {
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;
+  // Immutable DFAs of the fixed format names, computed once: a cache of a pure function.
+  static std::mutex mutex;  // process-wide: guards the cache below
+  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;  // process-wide: pure function
   {
     std::lock_guard lock(mutex);
     auto it = cache.find(format);
