@@ -34,11 +34,8 @@ void Completion::close_state(SequenceTable& table) {
 
 std::string Completion::flush_text() {
   std::string tail;
-  if (detok) tail += detok->flush();
-  if (stops && !stops->stopped()) {
-    tail = stops->feed(tail, false).text;
-    tail += stops->flush();
-  }
+  if (detok) tail = detok->flush();
+  if (stops) tail = stops->finish(tail);
   return tail;
 }
 

@@ -13,6 +13,7 @@
 #include "util/process.h"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 
 namespace deepinfer {
@@ -53,7 +54,8 @@ Result<void> Engine::open_backend() {
     if (config_.device == Device::kCuda) return cuda.error();
     log(LogLevel::kInfo, "no CUDA backend ({}); running on the CPU", cuda.error().message);
   }
-  backend_ = make_cpu_backend(config_.threads);
+  DI_TRY(cpu, make_cpu_backend(config_.threads));
+  backend_ = std::move(cpu);
   device_ = Device::kCpu;
   return ok();
 }
@@ -77,10 +79,9 @@ Result<void> Engine::start() {
   weight_bytes_ = weight_dtype_ == "f32" ? static_cast<uint64_t>(parameters_) * 4
                                          : static_cast<uint64_t>(ModelCost(model_config_).stored_weight_bytes());
 
-  std::error_code ec;
-  if (fs::exists(dir / "tokenizer.json", ec)) {
-    DI_TRY(tok, text::Tokenizer::from_file(dir / "tokenizer.json"));
-    tokenizer_ = std::move(tok);
+  DI_TRY(tok, text::Tokenizer::from_model_dir(dir));
+  if (tok) {
+    tokenizer_ = std::move(*tok);
   } else {
     log(LogLevel::kInfo, "{} has no tokenizer.json: token ids in, token ids out", config_.model_path);
   }
@@ -121,8 +122,13 @@ Result<void> Engine::start() {
   co.max_context = max_context_;
   co.sample_threads = static_cast<size_t>(config_.threads);
   co.mask_threads = std::max<size_t>(1, std::thread::hardware_concurrency() / 4);
-  core_ = std::make_unique<EngineCore>(*runner_, co);
-  thread_ = std::thread([this] { loop(); });
+  DI_TRY(core, EngineCore::create(*runner_, co));
+  core_ = std::move(core);
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::exception& e) {  // no thread to be had: an error, as for the pools
+    return make_error(Code::kOutOfMemory, "cannot start the engine thread: {}", e.what());
+  }
   return ok();
 }
 

@@ -9,14 +9,21 @@
 
 namespace deepinfer {
 
-EngineCore::EngineCore(ModelRunner& runner, const EngineCoreOptions& o)
+Result<std::unique_ptr<EngineCore>> EngineCore::create(ModelRunner& runner, const EngineCoreOptions& o) {
+  DI_TRY(sample_pool, ThreadPool::create(o.sample_threads));
+  DI_TRY(mask_worker, MaskWorker::create(o.mask_threads));
+  return std::unique_ptr<EngineCore>(new EngineCore(runner, o, std::move(sample_pool), std::move(mask_worker)));
+}
+
+EngineCore::EngineCore(ModelRunner& runner, const EngineCoreOptions& o, std::unique_ptr<ThreadPool> sample_pool,
+                       std::unique_ptr<MaskWorker> mask_worker)
     : runner_(runner),
-      sample_pool_(o.sample_threads),
+      sample_pool_(std::move(sample_pool)),
       residents_(runner.sequences()),
       output_(runner.sequences(), residents_, *o.planner.eos_ids, o.max_context),
       planner_(runner, residents_, output_, o.planner),
-      sampler_(sample_pool_, *o.planner.eos_ids, o.planner.vocab),
-      masks_(o.mask_threads) {}
+      sampler_(*sample_pool_, *o.planner.eos_ids, o.planner.vocab),
+      masks_(std::move(mask_worker)) {}
 
 bool EngineCore::has_work() const {
   for (const auto& g : active_)

@@ -55,7 +55,8 @@ struct CoreBooks {
 
 class EngineCore {
  public:
-  EngineCore(ModelRunner& runner, const EngineCoreOptions& options);
+  // Starts the sample pool and the grammar mask worker: a thread the system cannot start is an error.
+  static Result<std::unique_ptr<EngineCore>> create(ModelRunner& runner, const EngineCoreOptions& options);
 
   // Whether a step has something to do: a generation unfinished or asked to cancel.
   bool has_work() const;
@@ -74,12 +75,14 @@ class EngineCore {
   std::vector<std::unique_ptr<Generation>> take_active() { return std::move(active_); }
 
  private:
+  EngineCore(ModelRunner& runner, const EngineCoreOptions& options, std::unique_ptr<ThreadPool> sample_pool,
+             std::unique_ptr<MaskWorker> mask_worker);
   void admit_and_cancel();
   // Runs the forward of the plan, samples and takes the tokens; returns the tokens generated.
   uint64_t run(const StepPlan& plan);
 
   ModelRunner& runner_;
-  ThreadPool sample_pool_;  // the rows of a step are sampled in parallel
+  std::unique_ptr<ThreadPool> sample_pool_;  // the rows of a step are sampled in parallel
   ResidentCache residents_;
   OutputProcessor output_;
   StepPlanner planner_;

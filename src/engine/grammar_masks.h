@@ -7,6 +7,7 @@
 #include "engine/completion.h"
 #include "engine/mask_worker.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace deepinfer {
 
 class GrammarMasks {
  public:
-  explicit GrammarMasks(size_t threads) : worker_(threads) {}
+  explicit GrammarMasks(std::unique_ptr<MaskWorker> worker) : worker_(std::move(worker)) {}
 
   void queue(Completion& c) { queued_.push_back({&c, MaskWorker::Job{&*c.matcher, &c.mask}}); }
   // Collects the batch in flight, then starts the queued one.
@@ -25,7 +26,7 @@ class GrammarMasks {
   void abandon();
 
  private:
-  MaskWorker worker_;
+  std::unique_ptr<MaskWorker> worker_;
   std::vector<std::pair<Completion*, MaskWorker::Job>> queued_, in_flight_;
 };
 
