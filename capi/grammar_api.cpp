@@ -75,7 +75,7 @@ class TokenizerCompilers {
 };
 
 TokenizerCompilers& tokenizer_compilers() {
-  static TokenizerCompilers cache;
+  static TokenizerCompilers cache;  // process-wide: a compiler per tokenizer (held weakly), reused by later calls
   return cache;
 }
 
