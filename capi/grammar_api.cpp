@@ -75,7 +75,7 @@ class TokenizerCompilers {
 };
 
 TokenizerCompilers& tokenizer_compilers() {
-  static TokenizerCompilers cache;  // process-wide: the header documents this cache of compilers
+  static TokenizerCompilers cache;  // process-wide: a compiler per tokenizer (held weakly), reused by later calls
   return cache;
 }
 

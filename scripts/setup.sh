@@ -14,6 +14,7 @@ packages=(
   python3-venv python3-build python3-setuptools python3-wheel patchelf   # the Python wheel (bindings/python)
   cargo rustc rustfmt rust-clippy   # the Rust crates (rustup's newer cargo is used when on PATH)
   clang-16 libclang-rt-16-dev   # the libFuzzer targets (tests/fuzz)
+  clang-format-16   # scripts/check_format.sh
 )
 
 missing=()

@@ -28,5 +28,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 echo "== no environment variable and no mutable global in library code"
 scripts/check_no_globals.sh
 
+echo "== source layout (.clang-format) of the files listed in scripts/format_clean.txt"
+scripts/check_format.sh
+
 echo "== fuzzing: every libFuzzer target for a bounded time (scripts/fuzz.sh; findings fail the run)"
 scripts/fuzz.sh --ci

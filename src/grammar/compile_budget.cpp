@@ -9,7 +9,7 @@ struct State {
   uint64_t used = 0;
 };
 
-thread_local State state;  // process-wide: per thread, the budget of the compile running on it (Scope)
+thread_local State state;  // per-thread: the budget of the compile running on this thread (Scope)
 
 }  // namespace
 

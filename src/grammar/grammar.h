@@ -59,6 +59,9 @@ class Grammar {
 
  private:
   friend class GrammarBuilder;
+  // From the flattened productions: the cores that refer to each rule; the rules deriving ε.
+  void index_rule_sites();
+  void find_nullable_rules();
   uint32_t root_ = 0;
   std::vector<std::string> rule_names_;
   std::vector<std::shared_ptr<const Dfa>> terminals_;
@@ -95,6 +98,10 @@ class GrammarBuilder {
     uint32_t lhs;
     std::vector<Symbol> rhs;
   };
+  // Steps of build(): each terminal that matches ε becomes an optional rule (returns the terminals
+  // whose language is empty); the rules that derive some string.
+  std::vector<uint8_t> make_empty_terminals_optional();
+  std::vector<uint8_t> productive_rules(const std::vector<uint8_t>& term_empty) const;
   std::vector<std::string> names_;
   std::vector<std::shared_ptr<const Dfa>> terminals_;
   std::vector<std::shared_ptr<const CountedDfa>> counted_;

@@ -324,6 +324,15 @@ Result<void> SchemaSet::parse_dependencies(const std::string& key, const Json& v
   return ok();
 }
 
+namespace {
+
+Result<void> check_schema(const Json& v, std::string_view keyword, const std::string& path) {
+  if (!v.is_object() && !v.is_boolean()) return schema_error(path, fmt::format("{} must be a schema", keyword));
+  return ok();
+}
+
+}  // namespace
+
 Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base, const std::string& path) {
   SchemaNode n;
   n.path = path.empty() ? "#" : "#" + path;
@@ -332,155 +341,190 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
     return n;
   }
   if (!j.is_object()) return schema_error(n.path, "a schema must be an object or a boolean");
-  auto sub = [&](const Json& v, const std::string& key) { return load(v, base, path + "/" + escape_pointer(key)); };
-  auto check_schema = [&](const Json& v, std::string_view kw) -> Result<void> {
-    if (!v.is_object() && !v.is_boolean()) return schema_error(n.path, fmt::format("{} must be a schema", kw));
-    return ok();
-  };
-  bool items_is_array = false;
+  // Each keyword belongs to one family; the families' parsers say whether the keyword was theirs.
+  const NodeSource src{j, base, path};
   for (const auto& [key, v] : j.items()) {
     if (kUnsupported.count(key)) return schema_error(n.path, fmt::format("keyword '{}' is not supported", key));
-    if (key == "type") {
-      DI_TRY(bits, type_bits(v, n.path));
-      n.types = bits;
-    } else if (key == "enum") {
-      if (!v.is_array()) return schema_error(n.path, "enum must be an array");
-      std::vector<Json> vals(v.begin(), v.end());
-      n.enum_values = std::move(vals);
-    } else if (key == "const") {
-      n.enum_values = std::vector<Json>{v};
-      if (j.contains("enum")) return schema_error(n.path, "const together with enum in one schema is not supported");
-    } else if (key == "minLength") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.min_length = c;
-    } else if (key == "maxLength") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.max_length = c;
-    } else if (key == "pattern") {
-      if (!v.is_string()) return schema_error(n.path, "pattern must be a string");
-      n.patterns.push_back(v.get<std::string>());
-    } else if (key == "format") {
-      if (!v.is_string()) return schema_error(n.path, "format must be a string");
-      n.formats.push_back(v.get<std::string>());
-    } else if (key == "minimum" || key == "exclusiveMinimum") {
-      DI_TRY(d, number_value(v, n.path, key));
-      NumberBound b{d, key == "exclusiveMinimum"};
-      if (!n.lower || compare(d, n.lower->value) > 0 || (compare(d, n.lower->value) == 0 && b.exclusive)) n.lower = b;
-    } else if (key == "maximum" || key == "exclusiveMaximum") {
-      DI_TRY(d, number_value(v, n.path, key));
-      NumberBound b{d, key == "exclusiveMaximum"};
-      if (!n.upper || compare(d, n.upper->value) < 0 || (compare(d, n.upper->value) == 0 && b.exclusive)) n.upper = b;
-    } else if (key == "multipleOf") {
-      DI_TRY(d, number_value(v, n.path, key));
-      if (d.negative || d.is_zero()) return schema_error(n.path, "multipleOf must be greater than 0");
-      n.multiple_of.push_back(d);
-    } else if (key == "items") {
-      if (v.is_array()) {  // draft 2019 and earlier: tuple form
-        items_is_array = true;
-        for (size_t i = 0; i < v.size(); ++i) {
-          DI_TRYV(check_schema(v[i], "items"));
-          DI_TRY(id, load(v[i], base, path + "/items/" + std::to_string(i)));
-          n.prefix_items.push_back(id);
-        }
-      } else {
-        DI_TRYV(check_schema(v, key));
-        DI_TRY(id, sub(v, key));
-        n.items = id;
-      }
-    } else if (key == "prefixItems") {
-      if (!v.is_array()) return schema_error(n.path, "prefixItems must be an array");
-      if (j.contains("items") && j["items"].is_array()) return schema_error(n.path, "prefixItems with array-form items");
-      for (size_t i = 0; i < v.size(); ++i) {
-        DI_TRYV(check_schema(v[i], key));
-        DI_TRY(id, load(v[i], base, path + "/prefixItems/" + std::to_string(i)));
-        n.prefix_items.push_back(id);
-      }
-    } else if (key == "contains") {
-      DI_TRYV(check_schema(v, key));
-      DI_TRY(id, sub(v, key));
-      n.contains = id;
-    } else if (key == "minContains") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.min_contains = c;
-    } else if (key == "minItems") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.min_items = c;
-    } else if (key == "maxItems") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.max_items = c;
-    } else if (key == "uniqueItems") {
-      if (!v.is_boolean()) return schema_error(n.path, "uniqueItems must be a boolean");
-      n.unique_items = v.get<bool>();
-    } else if (key == "properties") {
-      if (!v.is_object()) return schema_error(n.path, "properties must be an object");
-      for (const auto& [name, ps] : v.items()) {
-        DI_TRYV(check_schema(ps, key));
-        DI_TRY(id, load(ps, base, path + "/properties/" + escape_pointer(name)));
-        n.properties.emplace_back(name, id);
-      }
-    } else if (key == "required") {
-      if (!v.is_array()) return schema_error(n.path, "required must be an array of strings");
-      for (const auto& r : v) {
-        if (!r.is_string()) return schema_error(n.path, "required must be an array of strings");
-        if (std::find(n.required.begin(), n.required.end(), r.get<std::string>()) == n.required.end()) n.required.push_back(r.get<std::string>());
-      }
-    } else if (key == "patternProperties") {
-      if (!v.is_object()) return schema_error(n.path, "patternProperties must be an object");
-      for (const auto& [pattern, ps] : v.items()) {
-        DI_TRYV(check_schema(ps, key));
-        auto re = parse_ecmascript_regex(pattern);
-        if (!re) return schema_error(n.path, fmt::format("patternProperties: {}", re.error().message));
-        DI_TRY(id, load(ps, base, path + "/patternProperties/" + escape_pointer(pattern)));
-        n.pattern_properties.emplace_back(pattern, id);
-      }
-    } else if (key == "additionalProperties") {
-      DI_TRYV(check_schema(v, key));
-      DI_TRY(id, sub(v, key));
-      n.additional_properties = id;
-    } else if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
-      DI_TRYV(check_schema(v, key));
-      DI_TRY(id, sub(v, key));
-      (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
-      has_unevaluated_ = true;
-    } else if (key == "propertyNames") {
-      DI_TRYV(check_schema(v, key));
-      DI_TRY(id, sub(v, key));
-      n.property_names = id;
-    } else if (key == "minProperties") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.min_properties = c;
-    } else if (key == "maxProperties") {
-      DI_TRY(c, count_value(v, n.path, key));
-      n.max_properties = c;
-    } else if (key == "allOf" || key == "anyOf" || key == "oneOf") {
-      if (!v.is_array() || v.empty()) return schema_error(n.path, fmt::format("{} must be a non-empty array", key));
-      auto& dst = key == "allOf" ? n.all_of : key == "anyOf" ? n.any_of : n.one_of;
-      for (size_t i = 0; i < v.size(); ++i) {
-        DI_TRYV(check_schema(v[i], key));
-        DI_TRY(id, load(v[i], base, path + "/" + key + "/" + std::to_string(i)));
-        dst.push_back(id);
-      }
-    } else if (key == "not" || key == "if" || key == "then" || key == "else") {
-      DI_TRYV(check_schema(v, key));
-      DI_TRY(id, sub(v, key));
-      (key == "not" ? n.not_of : key == "if" ? n.if_of : key == "then" ? n.then_of : n.else_of) = id;
-    } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
-      DI_TRYV(parse_dependencies(key, v, base, path, n));
-    } else if (key == "$ref") {
-      if (!v.is_string()) return schema_error(n.path, "$ref must be a string");
-      DI_TRY(id, resolve_ref(base, v.get<std::string>(), n.path));
-      n.ref = id;
-    }
+    DI_TRY(scalar, parse_scalar_keyword(key, v, src, n));
+    if (scalar) continue;
+    DI_TRY(array, parse_array_keyword(key, v, src, n));
+    if (array) continue;
+    DI_TRY(object, parse_object_keyword(key, v, src, n));
+    if (object) continue;
+    DI_TRYV(parse_applicator_keyword(key, v, src, n));
   }
-  if (items_is_array) {
+  if (j.contains("items") && j["items"].is_array()) {  // draft 2019 and earlier: tuple form
     auto ai = j.find("additionalItems");
     if (ai != j.end()) {
-      DI_TRYV(check_schema(*ai, "additionalItems"));
-      DI_TRY(id, sub(*ai, "additionalItems"));
+      DI_TRYV(check_schema(*ai, "additionalItems", n.path));
+      DI_TRY(id, load(*ai, base, path + "/additionalItems"));
       n.items = id;
     }
   }
   return n;
+}
+
+Result<SchemaId> SchemaSet::load_keyword(const Json& v, const NodeSource& src, const std::string& key) {
+  return load(v, src.base, src.path + "/" + escape_pointer(key));
+}
+
+// type, enum, const; string and number keywords.
+Result<bool> SchemaSet::parse_scalar_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n) {
+  if (key == "type") {
+    DI_TRY(bits, type_bits(v, n.path));
+    n.types = bits;
+  } else if (key == "enum") {
+    if (!v.is_array()) return schema_error(n.path, "enum must be an array");
+    std::vector<Json> vals(v.begin(), v.end());
+    n.enum_values = std::move(vals);
+  } else if (key == "const") {
+    n.enum_values = std::vector<Json>{v};
+    if (src.j.contains("enum")) return schema_error(n.path, "const together with enum in one schema is not supported");
+  } else if (key == "minLength") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.min_length = c;
+  } else if (key == "maxLength") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.max_length = c;
+  } else if (key == "pattern") {
+    if (!v.is_string()) return schema_error(n.path, "pattern must be a string");
+    n.patterns.push_back(v.get<std::string>());
+  } else if (key == "format") {
+    if (!v.is_string()) return schema_error(n.path, "format must be a string");
+    n.formats.push_back(v.get<std::string>());
+  } else if (key == "minimum" || key == "exclusiveMinimum") {
+    DI_TRY(d, number_value(v, n.path, key));
+    NumberBound b{d, key == "exclusiveMinimum"};
+    if (!n.lower || compare(d, n.lower->value) > 0 || (compare(d, n.lower->value) == 0 && b.exclusive)) n.lower = b;
+  } else if (key == "maximum" || key == "exclusiveMaximum") {
+    DI_TRY(d, number_value(v, n.path, key));
+    NumberBound b{d, key == "exclusiveMaximum"};
+    if (!n.upper || compare(d, n.upper->value) < 0 || (compare(d, n.upper->value) == 0 && b.exclusive)) n.upper = b;
+  } else if (key == "multipleOf") {
+    DI_TRY(d, number_value(v, n.path, key));
+    if (d.negative || d.is_zero()) return schema_error(n.path, "multipleOf must be greater than 0");
+    n.multiple_of.push_back(d);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// items, prefixItems, contains and the array counts.
+Result<bool> SchemaSet::parse_array_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n) {
+  if (key == "items") {
+    if (v.is_array()) {  // draft 2019 and earlier: tuple form
+      for (size_t i = 0; i < v.size(); ++i) {
+        DI_TRYV(check_schema(v[i], "items", n.path));
+        DI_TRY(id, load(v[i], src.base, src.path + "/items/" + std::to_string(i)));
+        n.prefix_items.push_back(id);
+      }
+    } else {
+      DI_TRYV(check_schema(v, key, n.path));
+      DI_TRY(id, load_keyword(v, src, key));
+      n.items = id;
+    }
+  } else if (key == "prefixItems") {
+    if (!v.is_array()) return schema_error(n.path, "prefixItems must be an array");
+    if (src.j.contains("items") && src.j["items"].is_array()) return schema_error(n.path, "prefixItems with array-form items");
+    for (size_t i = 0; i < v.size(); ++i) {
+      DI_TRYV(check_schema(v[i], key, n.path));
+      DI_TRY(id, load(v[i], src.base, src.path + "/prefixItems/" + std::to_string(i)));
+      n.prefix_items.push_back(id);
+    }
+  } else if (key == "contains") {
+    DI_TRYV(check_schema(v, key, n.path));
+    DI_TRY(id, load_keyword(v, src, key));
+    n.contains = id;
+  } else if (key == "minContains") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.min_contains = c;
+  } else if (key == "minItems") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.min_items = c;
+  } else if (key == "maxItems") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.max_items = c;
+  } else if (key == "uniqueItems") {
+    if (!v.is_boolean()) return schema_error(n.path, "uniqueItems must be a boolean");
+    n.unique_items = v.get<bool>();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// properties, required, the other property keywords and dependencies.
+Result<bool> SchemaSet::parse_object_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n) {
+  if (key == "properties") {
+    if (!v.is_object()) return schema_error(n.path, "properties must be an object");
+    for (const auto& [name, ps] : v.items()) {
+      DI_TRYV(check_schema(ps, key, n.path));
+      DI_TRY(id, load(ps, src.base, src.path + "/properties/" + escape_pointer(name)));
+      n.properties.emplace_back(name, id);
+    }
+  } else if (key == "required") {
+    if (!v.is_array()) return schema_error(n.path, "required must be an array of strings");
+    for (const auto& r : v) {
+      if (!r.is_string()) return schema_error(n.path, "required must be an array of strings");
+      if (std::find(n.required.begin(), n.required.end(), r.get<std::string>()) == n.required.end()) n.required.push_back(r.get<std::string>());
+    }
+  } else if (key == "patternProperties") {
+    if (!v.is_object()) return schema_error(n.path, "patternProperties must be an object");
+    for (const auto& [pattern, ps] : v.items()) {
+      DI_TRYV(check_schema(ps, key, n.path));
+      auto re = parse_ecmascript_regex(pattern);
+      if (!re) return schema_error(n.path, fmt::format("patternProperties: {}", re.error().message));
+      DI_TRY(id, load(ps, src.base, src.path + "/patternProperties/" + escape_pointer(pattern)));
+      n.pattern_properties.emplace_back(pattern, id);
+    }
+  } else if (key == "additionalProperties") {
+    DI_TRYV(check_schema(v, key, n.path));
+    DI_TRY(id, load_keyword(v, src, key));
+    n.additional_properties = id;
+  } else if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
+    DI_TRYV(check_schema(v, key, n.path));
+    DI_TRY(id, load_keyword(v, src, key));
+    (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
+    has_unevaluated_ = true;
+  } else if (key == "propertyNames") {
+    DI_TRYV(check_schema(v, key, n.path));
+    DI_TRY(id, load_keyword(v, src, key));
+    n.property_names = id;
+  } else if (key == "minProperties") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.min_properties = c;
+  } else if (key == "maxProperties") {
+    DI_TRY(c, count_value(v, n.path, key));
+    n.max_properties = c;
+  } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
+    DI_TRYV(parse_dependencies(key, v, src.base, src.path, n));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// allOf / anyOf / oneOf, not / if / then / else, $ref. Other keywords are annotations: ignored.
+Result<void> SchemaSet::parse_applicator_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n) {
+  if (key == "allOf" || key == "anyOf" || key == "oneOf") {
+    if (!v.is_array() || v.empty()) return schema_error(n.path, fmt::format("{} must be a non-empty array", key));
+    auto& dst = key == "allOf" ? n.all_of : key == "anyOf" ? n.any_of : n.one_of;
+    for (size_t i = 0; i < v.size(); ++i) {
+      DI_TRYV(check_schema(v[i], key, n.path));
+      DI_TRY(id, load(v[i], src.base, src.path + "/" + key + "/" + std::to_string(i)));
+      dst.push_back(id);
+    }
+  } else if (key == "not" || key == "if" || key == "then" || key == "else") {
+    DI_TRYV(check_schema(v, key, n.path));
+    DI_TRY(id, load_keyword(v, src, key));
+    (key == "not" ? n.not_of : key == "if" ? n.if_of : key == "then" ? n.then_of : n.else_of) = id;
+  } else if (key == "$ref") {
+    if (!v.is_string()) return schema_error(n.path, "$ref must be a string");
+    DI_TRY(id, resolve_ref(src.base, v.get<std::string>(), n.path));
+    n.ref = id;
+  }
+  return ok();
 }
 
 }  // namespace deepinfer::grammar

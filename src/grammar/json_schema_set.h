@@ -123,6 +123,20 @@ class SchemaSet {
   Result<SchemaId> load(const Json& j, const std::string& base, const std::string& path);
   Result<void> drain();
   Result<SchemaNode> parse_node(const Json& j, const std::string& base, const std::string& path);
+  // The schema object a node is parsed from and where it sits (base URI, JSON pointer).
+  struct NodeSource {
+    const Json& j;
+    const std::string& base;
+    const std::string& path;
+  };
+  // The subschema `v` of keyword `key`.
+  Result<SchemaId> load_keyword(const Json& v, const NodeSource& src, const std::string& key);
+  // A keyword of one family into `n`; false when the keyword is not of that family.
+  Result<bool> parse_scalar_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n);
+  Result<bool> parse_array_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n);
+  Result<bool> parse_object_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n);
+  // The applicators and $ref; any other keyword is an annotation, ignored.
+  Result<void> parse_applicator_keyword(const std::string& key, const Json& v, const NodeSource& src, SchemaNode& n);
   Result<void> parse_dependencies(const std::string& key, const Json& v, const std::string& base, const std::string& path,
                                   SchemaNode& n);
   Result<SchemaId> resolve_ref(const std::string& base, const std::string& ref, const std::string& path);

@@ -21,9 +21,9 @@ const Dfa& json_body_dfa() {
 }
 
 Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format) {
-  // Immutable DFAs of the fixed format names, computed once: a cache of a pure function.
-  static std::mutex mutex;  // process-wide: guards the cache below
-  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;  // process-wide: pure function
+  static std::mutex mutex;  // process-wide: guards `cache`
+  // A memo of a pure function (format name -> its immutable DFA): never stale.
+  static std::map<std::string, std::shared_ptr<const Dfa>, std::less<>> cache;  // process-wide: a memo
   {
     std::lock_guard lock(mutex);
     auto it = cache.find(format);

@@ -243,17 +243,14 @@ Result<void> validate(const ModelConfig& c, const std::string& source) {
   return ok();
 }
 
-}  // namespace
+// The rope bases of config.json's top level (each rope's own dict may override them).
+struct RopeThetas {
+  double main = 10000.0, compress = 160000.0;
+};
 
-Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::string& source) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return make_error(Code::kModelFormat, "{}: not a JSON object", source);
-  Reader r(j, source);
-  DI_TRY(model_type, r.string("model_type", ""));
-  if (model_type != "deepseek_v4")
-    return make_error(Code::kUnsupported, "{}: model_type \"{}\" is not supported (deepseek_v4 is)", source, model_type);
-
-  ModelConfig c;
+// The scalar fields: dimensions, MoE, hyper-connection and norm parameters (in the order they are
+// checked), and the top-level rope bases.
+Result<void> read_scalars(const Reader& r, ModelConfig& c, RopeThetas& thetas) {
   DI_TRY(vocab, r.integer("vocab_size", c.vocab_size));
   DI_TRY(hidden, r.integer("hidden_size", c.hidden_size));
   DI_TRY(layers, r.integer("num_hidden_layers", c.num_layers));
@@ -283,6 +280,7 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
   DI_TRY(act, r.string("hidden_act", "silu"));
   DI_TRY(rope_theta, r.number("rope_theta", 10000.0));
   DI_TRY(compress_theta, r.number("compress_rope_theta", 160000.0));
+  thetas = RopeThetas{rope_theta, compress_theta};
   c.vocab_size = vocab;
   c.hidden_size = hidden;
   c.num_layers = layers;
@@ -307,35 +305,41 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
   c.max_position_embeddings = max_pos;
   c.tie_word_embeddings = tie;
   c.bos_token_id = bos;
-  if (kv_heads != 1) return make_error(Code::kUnsupported, "{}: num_key_value_heads {} (DeepSeek-V4 has one shared K=V head)", source, kv_heads);
-  if (act != "silu") return make_error(Code::kUnsupported, "{}: hidden_act \"{}\" is not supported (silu is)", source, act);
+  if (kv_heads != 1) return make_error(Code::kUnsupported, "{}: num_key_value_heads {} (DeepSeek-V4 has one shared K=V head)", r.source(), kv_heads);
+  if (act != "silu") return make_error(Code::kUnsupported, "{}: hidden_act \"{}\" is not supported (silu is)", r.source(), act);
   if (scoring == "sqrtsoftplus") c.scoring = ScoringFunc::kSqrtSoftplus;
   else if (scoring == "sigmoid") c.scoring = ScoringFunc::kSigmoid;
   else if (scoring == "softmax") c.scoring = ScoringFunc::kSoftmax;
-  else return make_error(Code::kUnsupported, "{}: scoring_func \"{}\" is not supported", source, scoring);
+  else return make_error(Code::kUnsupported, "{}: scoring_func \"{}\" is not supported", r.source(), scoring);
+  return ok();
+}
 
+Result<void> read_eos(const Reader& r, ModelConfig& c) {
   if (r.has("eos_token_id")) {
     const json& e = r.raw("eos_token_id");
     c.eos_token_ids.clear();
     if (e.is_number_integer()) {
       const auto id = json_int32(e);
-      if (!id) return make_error(Code::kModelFormat, "{}: eos_token_id {} is not a token id", source, json_excerpt(e));
+      if (!id) return make_error(Code::kModelFormat, "{}: eos_token_id {} is not a token id", r.source(), json_excerpt(e));
       c.eos_token_ids.push_back(*id);
     }
     else if (e.is_array()) {
       for (const json& v : e) {
         const auto id = json_int32(v);
-        if (!id) return make_error(Code::kModelFormat, "{}: eos_token_id entry {} is not a token id", source, json_excerpt(v));
+        if (!id) return make_error(Code::kModelFormat, "{}: eos_token_id entry {} is not a token id", r.source(), json_excerpt(v));
         c.eos_token_ids.push_back(*id);
       }
-    } else return make_error(Code::kModelFormat, "{}: eos_token_id must be an integer or a list", source);
+    } else return make_error(Code::kModelFormat, "{}: eos_token_id must be an integer or a list", r.source());
   }
+  return ok();
+}
 
+Result<void> read_compress_rates(const Reader& r, ModelConfig& c) {
   // compress_rates: dict per layer type, then the legacy scalar overrides.
   if (r.has("compress_rates")) {
     const json& cr = r.raw("compress_rates");
-    if (!cr.is_object()) return make_error(Code::kModelFormat, "{}: compress_rates must be an object", source);
-    Reader rr(cr, source);
+    if (!cr.is_object()) return make_error(Code::kModelFormat, "{}: compress_rates must be an object", r.source());
+    Reader rr(cr, r.source());
     DI_TRY(csa, rr.integer("compressed_sparse_attention", c.csa_rate));
     DI_TRY(hca, rr.integer("heavily_compressed_attention", c.hca_rate));
     c.csa_rate = csa;
@@ -345,25 +349,28 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
   DI_TRY(hca_legacy, r.integer("compress_rate_hca", c.hca_rate));
   c.csa_rate = csa_legacy;
   c.hca_rate = hca_legacy;
+  return ok();
+}
 
+Result<void> read_layer_types(const Reader& r, ModelConfig& c) {
   // layer_types: explicit > legacy compress_ratios (0/4/128 per layer) > 2 HCA then CSA/HCA alternating.
   if (r.has("layer_types")) {
     const json& lt = r.raw("layer_types");
-    if (!lt.is_array()) return make_error(Code::kModelFormat, "{}: layer_types must be a list", source);
+    if (!lt.is_array()) return make_error(Code::kModelFormat, "{}: layer_types must be a list", r.source());
     for (const json& v : lt) {
-      if (!v.is_string()) return make_error(Code::kModelFormat, "{}: layer_types entries must be strings", source);
-      DI_TRY(t, parse_attention_type(v.get<std::string>(), source));
+      if (!v.is_string()) return make_error(Code::kModelFormat, "{}: layer_types entries must be strings", r.source());
+      DI_TRY(t, parse_attention_type(v.get<std::string>(), r.source()));
       c.attention_types.push_back(t);
     }
   } else if (r.has("compress_ratios")) {
     const json& cr = r.raw("compress_ratios");
-    if (!cr.is_array()) return make_error(Code::kModelFormat, "{}: compress_ratios must be a list", source);
+    if (!cr.is_array()) return make_error(Code::kModelFormat, "{}: compress_ratios must be a list", r.source());
     for (const json& v : cr) {
       const int ratio = json_int32(v).value_or(-1);
       if (ratio == 0) c.attention_types.push_back(AttentionType::kSliding);
       else if (ratio == 4) c.attention_types.push_back(AttentionType::kCsa);
       else if (ratio == 128) c.attention_types.push_back(AttentionType::kHca);
-      else return make_error(Code::kModelFormat, "{}: compress_ratios entry {} is not 0, 4 or 128", source, json_excerpt(v));
+      else return make_error(Code::kModelFormat, "{}: compress_ratios entry {} is not 0, 4 or 128", r.source(), json_excerpt(v));
     }
   } else {
     for (int i = 0; i < std::min(c.num_layers, 2); ++i) c.attention_types.push_back(AttentionType::kHca);
@@ -371,23 +378,29 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
       c.attention_types.push_back(i % 2 ? AttentionType::kCsa : AttentionType::kHca);
   }
   if (static_cast<int>(c.attention_types.size()) > c.num_layers) c.attention_types.resize(c.num_layers);
+  return ok();
+}
 
+Result<void> read_mlp_layer_types(const Reader& r, ModelConfig& c) {
   // mlp_layer_types: explicit > first num_hash_layers (default 3) hash, the rest learned.
   if (r.has("mlp_layer_types")) {
     const json& mt = r.raw("mlp_layer_types");
-    if (!mt.is_array()) return make_error(Code::kModelFormat, "{}: mlp_layer_types must be a list", source);
+    if (!mt.is_array()) return make_error(Code::kModelFormat, "{}: mlp_layer_types must be a list", r.source());
     for (const json& v : mt) {
       std::string s = v.is_string() ? v.get<std::string>() : "";
       if (s == "hash_moe") c.moe_routing.push_back(MoeRouting::kHash);
       else if (s == "moe") c.moe_routing.push_back(MoeRouting::kLearned);
-      else return make_error(Code::kModelFormat, "{}: unknown mlp layer type {}", source, json_excerpt(v));
+      else return make_error(Code::kModelFormat, "{}: unknown mlp layer type {}", r.source(), json_excerpt(v));
     }
   } else {
     DI_TRY(n_hash, r.integer("num_hash_layers", 3));
     for (int i = 0; i < c.num_layers; ++i) c.moe_routing.push_back(i < n_hash ? MoeRouting::kHash : MoeRouting::kLearned);
   }
   if (static_cast<int>(c.moe_routing.size()) > c.num_layers) c.moe_routing.resize(c.num_layers);
+  return ok();
+}
 
+Result<void> read_rope(const Reader& r, ModelConfig& c, const RopeThetas& thetas) {
   // Rotated channels: partial_rotary_factor > legacy qk_rope_head_dim > 64/512.
   double prf = 64.0 / 512.0;
   if (r.has("partial_rotary_factor")) {
@@ -395,14 +408,15 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
     prf = v;
   } else if (r.has("qk_rope_head_dim")) {
     DI_TRY(v, r.integer("qk_rope_head_dim", 64));
-    if (c.head_dim <= 0) return make_error(Code::kModelFormat, "{}: \"head_dim\" = {} must be positive", source, c.head_dim);
+    if (c.head_dim <= 0) return make_error(Code::kModelFormat, "{}: \"head_dim\" = {} must be positive", r.source(), c.head_dim);
     prf = static_cast<double>(v) / c.head_dim;
   }
   // Checked before the conversion to int, which is undefined for values out of range.
   if (!(prf > 0 && prf <= 1))
     return make_error(Code::kModelFormat, "{}: partial_rotary_factor = {} (or qk_rope_head_dim / head_dim) is outside (0, 1]",
-                      source, prf);
+                      r.source(), prf);
   const int rope_dim = static_cast<int>(c.head_dim * prf);
+  const int max_pos = c.max_position_embeddings;
 
   // Rope parameters: nested {main, compress} as HF writes them, or a flat dict (rope_parameters or
   // the legacy rope_scaling) that applies to the compressed layers only.
@@ -410,22 +424,26 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
   const json* flat = &empty;
   if (r.has("rope_parameters")) flat = &r.raw("rope_parameters");
   else if (r.has("rope_scaling")) flat = &r.raw("rope_scaling");
-  if (!flat->is_object()) return make_error(Code::kModelFormat, "{}: rope_parameters must be an object", source);
+  if (!flat->is_object()) return make_error(Code::kModelFormat, "{}: rope_parameters must be an object", r.source());
   if (flat->contains("main") && (*flat)["main"].is_object() && flat->contains("compress") && (*flat)["compress"].is_object()) {
     auto theta_of = [&](const json& p, double def) {
       return p.contains("rope_theta") && p["rope_theta"].is_number() ? p["rope_theta"].get<double>() : def;
     };
-    DI_TRY(main, parse_rope((*flat)["main"], theta_of((*flat)["main"], rope_theta), rope_dim, max_pos, source, "main"));
-    DI_TRY(comp, parse_rope((*flat)["compress"], theta_of((*flat)["compress"], compress_theta), rope_dim, max_pos, source, "compress"));
+    DI_TRY(main, parse_rope((*flat)["main"], theta_of((*flat)["main"], thetas.main), rope_dim, max_pos, r.source(), "main"));
+    DI_TRY(comp,
+           parse_rope((*flat)["compress"], theta_of((*flat)["compress"], thetas.compress), rope_dim, max_pos, r.source(), "compress"));
     c.rope_main = main;
     c.rope_compress = comp;
   } else {
-    DI_TRY(main, parse_rope(json::object(), rope_theta, rope_dim, max_pos, source, "main"));
-    DI_TRY(comp, parse_rope(*flat, compress_theta, rope_dim, max_pos, source, "compress"));
+    DI_TRY(main, parse_rope(json::object(), thetas.main, rope_dim, max_pos, r.source(), "main"));
+    DI_TRY(comp, parse_rope(*flat, thetas.compress, rope_dim, max_pos, r.source(), "compress"));
     c.rope_main = main;
     c.rope_compress = comp;
   }
+  return ok();
+}
 
+Result<void> read_quantization(const Reader& r, ModelConfig& c) {
   if (r.has("quantization_config") && r.raw("quantization_config").is_object()) {
     const json& q = r.raw("quantization_config");
     if (q.contains("weight_block_size")) {
@@ -433,12 +451,33 @@ Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::s
       const bool pair = b.is_array() && b.size() == 2;
       const auto rows = pair ? json_int32(b[0]) : std::nullopt, cols = pair ? json_int32(b[1]) : std::nullopt;
       if (!rows || !cols)
-        return make_error(Code::kModelFormat, "{}: quantization_config.weight_block_size must be two positive integers", source);
+        return make_error(Code::kModelFormat, "{}: quantization_config.weight_block_size must be two positive integers", r.source());
       c.weight_block_rows = *rows;
       c.weight_block_cols = *cols;
     }
   }
+  return ok();
+}
 
+}  // namespace
+
+Result<ModelConfig> ModelConfig::from_json(const std::string& text, const std::string& source) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return make_error(Code::kModelFormat, "{}: not a JSON object", source);
+  Reader r(j, source);
+  DI_TRY(model_type, r.string("model_type", ""));
+  if (model_type != "deepseek_v4")
+    return make_error(Code::kUnsupported, "{}: model_type \"{}\" is not supported (deepseek_v4 is)", source, model_type);
+
+  ModelConfig c;
+  RopeThetas thetas;
+  DI_TRYV(read_scalars(r, c, thetas));
+  DI_TRYV(read_eos(r, c));
+  DI_TRYV(read_compress_rates(r, c));
+  DI_TRYV(read_layer_types(r, c));
+  DI_TRYV(read_mlp_layer_types(r, c));
+  DI_TRYV(read_rope(r, c, thetas));
+  DI_TRYV(read_quantization(r, c));
   DI_TRYV(validate(c, source));
   return c;
 }
