@@ -311,6 +311,13 @@ TEST(JsonSchema, FormatsOfOpenApiAndUnknownOnes) {
   expect_texts(R"({"format":"int32","type":["string","integer"]})", {R"("x")", "5"}, {"3000000000"});
 }
 
+// `format: "regex"` was an error; it takes any string (its syntax nests, so nothing exact could check it).
+TEST(JsonSchema, FormatRegexTakesAnyString) {
+  expect_texts(R"({"type":"string","format":"regex"})", {R"("([abc])+\\s+$")", R"("^(abc]")", R"("")", R"("(?<=x)\u0041")"},
+               {"1", R"("a)"});
+  expect_texts(R"({"format":"regex","maxLength":3})", {R"("(a]")", "12", "null"}, {R"("(abc")"});
+}
+
 TEST(JsonSchema, PropertiesFollowTheOrderOfRequired) {
   expect_texts(R"({"properties":{"a":{},"b":{}},"required":["b","a"]})", {R"({"b":1,"a":2})"}, {R"({"a":2,"b":1})"});
   // Optional properties keep their places; the required ones take required's order.
