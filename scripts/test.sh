@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything (through setup.sh) and runs every test: the C++ suites, the SDKs against the
 # installed library (Python wheel in a fresh venv, Rust crates, Go module), then the engine's
-# concurrency tests and the C ABI's again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# concurrency tests and the C ABI's again under AddressSanitizer and UndefinedBehaviorSanitizer,
+# and the ABI check against the last release (docs/versioning.md).
 # GPU tests skip cleanly without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 
 echo "== no environment variable and no mutable global in library code"
 scripts/check_no_globals.sh
+
+echo "== the ABI against the last release's baseline (packaging/abi), and the proof that the check fires"
+scripts/check_abi.sh build
