@@ -8,7 +8,8 @@
 # In the root (debootstrap --variant=minbase bookworm, then the test tools from Debian's mirror;
 # cached as a tarball in build/install-test/cache, so later runs start in seconds):
 #   - apt-get installs the CPU packages from DEBDIR (their dependencies from the mirror);
-#     libdeepinfer-cuda0 is not installed (its CUDA 13 dependencies come from NVIDIA's repository);
+#     libdeepinfer-cuda0 is not installed (its CUDA 13 dependencies come from NVIDIA's repository),
+#     nor the -dbgsym packages;
 #   - `deepinfer generate` on the demo model (the command's default model, deepinfer-demo-model);
 #   - C: tests/install/consumer.c and tests/capi/abi_c99.c (every function of the ABI) built with
 #     `pkg-config --cflags --libs deepinfer`; CMake: tests/install/consumer with find_package(DeepInfer);
@@ -41,7 +42,7 @@ root=$work/root
 tools=(ca-certificates gcc g++ libc6-dev make cmake pkg-config python3 python3-pytest python3-jsonschema
   cargo rustc rustfmt rust-clippy golang-go nodejs npm)
 key=$(printf '%s\n' bookworm "$mirror" "${tools[@]}" | sha256sum | cut -c1-12)
-tarball=$work/cache/bookworm-$key.tar.gz
+tarball=$work/cache/bookworm-$key.tar.zst
 
 unmount_all() {  # everything mounted below the root, deepest first
   local m
@@ -62,6 +63,9 @@ in_root() { chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/s
 mount_root() {
   mount -t proc proc "$root/proc"
   mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
+  # Pseudo-terminals of the root's own (a test runs a program on one).
+  mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts"
+  ln -sf pts/ptmx "$root/dev/ptmx"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
 }
 
@@ -80,11 +84,11 @@ if [ ! -f "$tarball" ]; then
     { tail -20 "$work/tools.log"; echo "install_test: installing the test tools failed" >&2; exit 1; }
   in_root apt-get clean
   unmount_all
-  tar -C "$root" -czf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+  tar -C "$root" -I "zstd -T0" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
 else
   echo "== a clean bookworm root from $tarball"
   mkdir -p "$root"
-  tar -C "$root" -xzf "$tarball"
+  tar -C "$root" -I zstd -xf "$tarball"
 fi
 echo "root ready in $(($(date +%s) - start)) s"
 [ $prepare = 0 ] || exit 0
@@ -93,9 +97,9 @@ mount_root
 echo "== install the packages (apt-get, dependencies from the mirror)"
 mkdir -p "$root/tmp/debs"
 cp "$debs"/*.deb "$root/tmp/debs/"
-rm -f "$root"/tmp/debs/libdeepinfer-cuda0_*.deb
+rm -f "$root"/tmp/debs/libdeepinfer-cuda0_*.deb "$root"/tmp/debs/*-dbgsym_*.deb
 in_root apt-get update -qq
-in_root sh -c 'apt-get install -y -q --no-install-recommends /tmp/debs/*.deb' | grep -E '^(Setting up|Unpacking) ' | grep -i deepinfer
+in_root sh -c 'apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends /tmp/debs/*.deb' | grep -E '^(Setting up|Unpacking) ' | grep -i deepinfer
 in_root dpkg-query -W 'libdeepinfer*' deepinfer 'deepinfer-*' python3-deepinfer
 
 # The sources of the tests only (no build output): consumers, the ABI's C program, the SDKs.
@@ -140,7 +144,7 @@ check "Python: the SDK tests against python3-deepinfer" '
   python3 -c "import deepinfer, sys; print(\"deepinfer\", deepinfer.__version__, \"from\", deepinfer.__file__)"
   cd /tmp
   DEEPINFER_TEST_CLI=/usr/bin/deepinfer DEEPINFER_TEST_README=/src/bindings/python/README.md PYTHONDONTWRITEBYTECODE=1 \
-    python3 -m pytest -p no:cacheprovider -q /src/bindings/python/tests 2>&1 | tail -15'
+    python3 -m pytest -p no:cacheprovider -q -rs /src/bindings/python/tests 2>&1 | tail -15'
 
 if [ $sdks = 1 ]; then
   check "Rust: bindings/rust/test.sh /usr" '

@@ -45,7 +45,7 @@ libdir=$(dirname "$pcdir")
 step "Python wheel"
 bindings/python/build_wheel.sh "$prefix/usr" "$dist"
 wheel=$(ls "$dist"/deepinfer-"$version"-*.whl)
-python3 -m venv "$work/venv"
+/usr/bin/python3 -m venv "$work/venv"  # Debian's, as build_wheel.sh
 "$work/venv/bin/python" -m pip install --quiet --no-index --no-deps "$wheel"
 (cd "$work" && "$work/venv/bin/python" -c 'import deepinfer; print("wheel: deepinfer", deepinfer.__version__, "library", deepinfer.library_version())')
 
@@ -80,13 +80,17 @@ escaped=$(sed 's/[A-Z]/!\L&/g' <<<"$module")
 proxy=$dist/goproxy/$escaped/@v
 mkdir -p "$proxy"
 git ls-files bindings/go >"$work/go-files"
-python3 - "$module@$go_version" "$proxy/$go_version.zip" "$work/go-files" <<'EOF'
-import sys, zipfile
-prefix, out, listing = sys.argv[1], sys.argv[2], sys.argv[3]
+# Entries dated by the last commit, so that the zip (and its checksum) is the same every time.
+python3 - "$module@$go_version" "$proxy/$go_version.zip" "$work/go-files" "$(git log -1 --format=%ct)" <<'EOF'
+import sys, time, zipfile
+prefix, out, listing, epoch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-    for path in open(listing).read().split("\n"):
-        if path:
-            z.write(path, prefix + "/" + path[len("bindings/go/"):])
+    for path in sorted(p for p in open(listing).read().split("\n") if p):
+        info = zipfile.ZipInfo(prefix + "/" + path[len("bindings/go/"):], time.gmtime(epoch)[:6])
+        info.external_attr = 0o644 << 16
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with open(path, "rb") as f:
+            z.writestr(info, f.read())
 EOF
 cp bindings/go/go.mod "$proxy/$go_version.mod"
 printf '{"Version":"%s","Time":"%s"}\n' "$go_version" "$(git log -1 --format=%cI -- bindings/go | sed 's/+00:00$/Z/')" >"$proxy/$go_version.info"
