@@ -106,6 +106,13 @@ di_error* di_session_add_tool_call(di_session* session, const char* name, size_t
   });
 }
 
+di_error* di_session_set_tools(di_session* session, const char* tools_json, size_t len) {
+  return with_session(session, [&](Session& s) -> Result<void> {
+    DI_TRYV(check_in(tools_json, len, "tools_json"));
+    return s.set_tools(std::string_view(tools_json ? tools_json : "", len));
+  });
+}
+
 di_error* di_session_context_length(const di_session* session, int64_t* out) {
   return with_session(session, [&](Session& s) -> Result<void> {
     DI_TRYV(check_out(out, "out"));

@@ -15,6 +15,7 @@ packages=(
   cargo rustc rustfmt rust-clippy   # the Rust crates (rustup's newer cargo is used when on PATH)
   abigail-tools                     # the ABI check (scripts/check_abi.sh)
   debhelper dh-python python3-installer help2man lintian debootstrap   # Debian packages (packaging/)
+  clang-16 libclang-rt-16-dev   # the libFuzzer targets (tests/fuzz)
 )
 
 missing=()

@@ -35,8 +35,8 @@ type Message struct {
 	ToolCalls []ToolCall
 }
 
-// Input is what a session's context grows by before a generation: Text, SpecialText, Tokens or
-// Messages. A session holds either chat messages or raw text and tokens, never both.
+// Input is what a session's context grows by before a generation: Text, SpecialText, Tokens,
+// Messages or Chat. A session holds either chat messages or raw text and tokens, never both.
 type Input interface {
 	addTo(h *C.di_session) error
 }
@@ -53,6 +53,25 @@ type Tokens []int32
 // Messages are chat messages, encoded in the model's chat format (message text can never become
 // control tokens). The assistant prompt is added when the generation starts.
 type Messages []Message
+
+// Chat is a conversation with tool definitions: Tools is an OpenAI-style JSON array
+// ([{"type": "function", "function": {"name", "description", "parameters"}}]), which the library
+// describes to the model after the conversation's system messages ("" for none).
+type Chat struct {
+	Messages Messages
+	Tools    string
+}
+
+func (c Chat) addTo(h *C.di_session) error {
+	if err := c.Messages.addTo(h); err != nil {
+		return err
+	}
+	if c.Tools == "" {
+		return nil
+	}
+	p, n := cstr(c.Tools)
+	return check(C.di_session_set_tools(h, p, n))
+}
 
 func (t Text) addTo(h *C.di_session) error {
 	p, n := cstr(string(t))

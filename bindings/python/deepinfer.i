@@ -256,7 +256,7 @@ DI_OUTPUT(float, out, PyFloat_FromDouble)
 %typemap(in) (const char *path, size_t len), (const char *text, size_t len), (const char *content, size_t len),
              (const char *s, size_t len), (const char *spec, size_t len), (const char *key, size_t key_len),
              (const char *value, size_t value_len), (const char *name, size_t name_len),
-             (const char *arguments, size_t arguments_len) {
+             (const char *arguments, size_t arguments_len), (const char *tools_json, size_t len) {
   if (!di_py_text($input, (const char **)&$1, &$2)) SWIG_fail;
 }
 

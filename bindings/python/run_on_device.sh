@@ -18,7 +18,8 @@ site=$(mktemp -d)
 "$python" -V
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$packed"/deepinfer-*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-"$python" -c "import pytest, jsonschema" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$packed/site"
+# The packed pytest must not load that machine's plugins (made for another pytest).
+"$python" -c "import pytest, jsonschema" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$packed/site" PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 
 nvidia_dirs=$("$python" -c "from deepinfer import _lib; print(':'.join(_lib._nvidia_library_dirs()))")

@@ -409,6 +409,14 @@ DI_API di_error *di_session_add_message(di_session *session, di_role role, const
  * message made only of tool calls, else to a new one. */
 DI_API di_error *di_session_add_tool_call(di_session *session, const char *name, size_t name_len,
                                           const char *arguments, size_t arguments_len);
+/* Tool definitions for a chat session: an OpenAI-style JSON array of at most 1 MiB
+ * ([{"type": "function", "function": {"name", "description", "parameters"}}]). The model's chat
+ * format has no place for them: the library describes them in a system block after the session's
+ * system messages, with the markup of the format's tool calls (which the model's reply uses when it
+ * calls one: leave special tokens in the text with di_sampling_set_skip_special_tokens(sp, 0) to read
+ * them). len 0 removes them. The session becomes a chat session (DI_ERR_STATE for one of raw tokens);
+ * not while generating; malformed JSON is DI_ERR_INVALID_ARGUMENT naming the place. */
+DI_API di_error *di_session_set_tools(di_session *session, const char *tools_json, size_t len);
 /* Number of tokens in the context. */
 DI_API di_error *di_session_context_length(const di_session *session, int64_t *out);
 /* The context's token ids. (The context grows when a generation ends: retry with the size reported.) */
@@ -558,8 +566,9 @@ DI_API di_error *di_grammar_validate(di_grammar_kind kind, const char *spec, siz
                                      uint32_t max_whitespace_run);
 DI_API void di_grammar_free(di_grammar *grammar);
 /* Constrains generations started with these parameters (the grammar is referenced, not copied).
- * NULL removes the constraint. The grammar must be compiled for the generating engine's vocabulary
- * (else DI_ERR_INVALID_ARGUMENT at di_session_generate). */
+ * NULL removes the constraint. The grammar must be compiled for the vocabulary of the engine that
+ * generates: by any engine (or di_grammar_compile_for_tokenizer) with the same tokenizer, vocabulary
+ * size and end-of-sequence tokens (else DI_ERR_INVALID_ARGUMENT at di_session_generate). */
 DI_API di_error *di_sampling_set_grammar(di_sampling *sp, const di_grammar *grammar);
 /* The grammar attached to the parameters as a new handle (the caller frees it), or NULL. */
 DI_API di_error *di_sampling_get_grammar(const di_sampling *sp, di_grammar **out);

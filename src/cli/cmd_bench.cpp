@@ -513,13 +513,22 @@ class Bench {
 Result<void> run_bench(const BenchArgs& a) {
   Report rep(a.out);
   std::unique_ptr<Backend> backend;
+  auto cpu = [&]() -> Result<void> {
+    DI_TRY(b, make_cpu_backend(a.threads));
+    backend = std::move(b);
+    return ok();
+  };
   if (a.device == "cpu") {
-    backend = make_cpu_backend(a.threads);
+    DI_TRYV(cpu());
   } else {
     auto cuda = make_backend(a.device == "auto" ? "cuda" : a.device);
-    if (cuda) backend = std::move(cuda).value();
-    else if (a.device != "auto") return cuda.error();
-    else backend = make_cpu_backend(a.threads);
+    if (cuda) {
+      backend = std::move(cuda).value();
+    } else if (a.device != "auto") {
+      return cuda.error();
+    } else {
+      DI_TRYV(cpu());
+    }
   }
   std::unique_ptr<DeepseekV4> model;
   const auto t_load = Clock::now();

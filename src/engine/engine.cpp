@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -84,7 +85,8 @@ Result<void> Engine::open_backend() {
     if (config_.device == Device::kCuda) return cuda.error();
     log(LogLevel::kInfo, "no CUDA backend ({}); running on the CPU", cuda.error().message);
   }
-  backend_ = make_cpu_backend(config_.threads);
+  DI_TRY(cpu, make_cpu_backend(config_.threads));
+  backend_ = std::move(cpu);
   device_ = Device::kCpu;
   return ok();
 }
@@ -108,10 +110,9 @@ Result<void> Engine::start() {
   weight_bytes_ = weight_dtype_ == "f32" ? static_cast<uint64_t>(parameters_) * 4
                                          : static_cast<uint64_t>(ModelCost(model_config_).stored_weight_bytes());
 
-  std::error_code ec;
-  if (fs::exists(dir / "tokenizer.json", ec)) {
-    DI_TRY(tok, text::Tokenizer::from_file(dir / "tokenizer.json"));
-    tokenizer_ = std::move(tok);
+  DI_TRY(tok, text::Tokenizer::from_model_dir(dir));
+  if (tok) {
+    tokenizer_ = std::move(*tok);
   } else {
     log(LogLevel::kInfo, "{} has no tokenizer.json: token ids in, token ids out", config_.model_path);
   }
@@ -144,10 +145,16 @@ Result<void> Engine::start() {
   stats_.total_blocks = stats_.free_blocks = runner_->pool().n_blocks();
   stats_.block_tokens = runner_->layout().block_tokens;
   stats_.block_bytes = runner_->layout().block_floats * sizeof(float);
-  masks_ = std::make_unique<MaskWorker>(std::max<size_t>(1, std::thread::hardware_concurrency() / 4));
-  sample_pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(config_.threads));
+  DI_TRY(masks, MaskWorker::create(std::max<size_t>(1, std::thread::hardware_concurrency() / 4)));
+  masks_ = std::move(masks);
+  DI_TRY(sample_pool, ThreadPool::create(static_cast<size_t>(config_.threads)));
+  sample_pool_ = std::move(sample_pool);
   loop_ = std::make_unique<EngineLoopState>();
-  thread_ = std::thread([this] { loop(); });
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::exception& e) {  // no thread to be had: an error, as for the pools
+    return make_error(Code::kOutOfMemory, "cannot start the engine thread: {}", e.what());
+  }
   return ok();
 }
 
@@ -341,11 +348,8 @@ void Engine::loop() {
     c.error = std::move(error);
     // Text held back (an incomplete character, a possible stop string) is released at the end.
     std::string tail;
-    if (c.detok) tail += c.detok->flush();
-    if (c.stops && !c.stops->stopped()) {
-      tail = c.stops->feed(tail, false).text;
-      tail += c.stops->flush();
-    }
+    if (c.detok) tail = c.detok->flush();
+    if (c.stops) tail = c.stops->finish(tail);
     if (!tail.empty()) {
       c.text += tail;
       Event e;

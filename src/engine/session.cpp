@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include "engine/engine.h"
+#include "text/chat_tools.h"
 #include "text/utf8.h"
 #include "util/process.h"
 
@@ -118,10 +119,33 @@ Result<void> Session::add_tool_call(std::string name, std::string arguments) {
   return ok();
 }
 
+Result<void> Session::set_tools(std::string_view tools_json) {
+  DI_TRY(engine, this->engine());
+  std::lock_guard lock(mu_);
+  DI_TRYV(check_idle_locked(*engine));
+  if (mode_ == Mode::kTokens) return make_error(Code::kState, "a session of raw tokens takes no tool definitions");
+  DI_TRYV(engine->tokenizer());
+  if (tools_json.empty()) {
+    tools_prompt_.reset();
+    return ok();
+  }
+  DI_TRY(prompt, text::tools_system_prompt(tools_json));
+  tools_prompt_ = std::move(prompt);
+  mode_ = Mode::kChat;
+  return ok();
+}
+
 Result<std::vector<int32_t>> Session::context_locked(const Engine& engine, bool add_generation_prompt) const {
   if (mode_ != Mode::kChat) return tokens_;
   DI_TRY(tok, engine.tokenizer());
-  return text::encode_chat(*tok, transcript_, add_generation_prompt);
+  if (!tools_prompt_) return text::encode_chat(*tok, transcript_, add_generation_prompt);
+  // System messages are joined first wherever they stand: the tools follow the caller's.
+  std::vector<text::ChatMessage> messages = transcript_;
+  text::ChatMessage tools;
+  tools.role = "system";
+  tools.content = *tools_prompt_;
+  messages.push_back(std::move(tools));
+  return text::encode_chat(*tok, messages, add_generation_prompt);
 }
 
 Result<std::vector<int32_t>> Session::context() const {
@@ -136,6 +160,7 @@ Result<void> Session::reset() {
   DI_TRYV(check_idle_locked(*engine));
   tokens_.clear();
   transcript_.clear();
+  tools_prompt_.reset();
   mode_ = Mode::kEmpty;
   events_.clear();
   engine->release_state(id_);

@@ -41,6 +41,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<void> add_text(std::string_view text, text::EncodeMode mode);
   Result<void> add_message(std::string role, std::string content);
   Result<void> add_tool_call(std::string name, std::string arguments);
+  // Tool definitions (an OpenAI-style JSON array) described to the model in a system block; empty
+  // removes them. Makes the session a chat session.
+  Result<void> set_tools(std::string_view tools_json);
   Result<std::vector<int32_t>> context() const;
   Result<void> reset();
 
@@ -90,6 +93,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Mode mode_ = Mode::kEmpty;
   std::vector<int32_t> tokens_;            // kTokens: the context
   std::vector<text::ChatMessage> transcript_;    // kChat: the messages
+  std::optional<std::string> tools_prompt_;      // kChat: the system block describing the tools
   bool generating_ = false;
   std::atomic<bool> cancel_{false};
   std::deque<Event> events_;

@@ -1,5 +1,7 @@
 #include "grammar/grammar.h"
 
+#include "grammar/compile_budget.h"
+
 #include <fmt/format.h>
 
 namespace deepinfer::grammar {
@@ -11,7 +13,19 @@ uint32_t GrammarBuilder::add_rule(std::string name) {
 
 uint32_t GrammarBuilder::add_terminal(std::shared_ptr<const Dfa> dfa) {
   auto [it, inserted] = terminal_ids_.emplace(dfa->fingerprint(), static_cast<uint32_t>(terminals_.size()));
-  if (inserted) terminals_.push_back(std::move(dfa));
+  if (inserted) {
+    terminals_.push_back(std::move(dfa));
+    counted_.emplace_back();
+  }
+  return it->second;
+}
+
+uint32_t GrammarBuilder::add_counted_terminal(std::shared_ptr<const Dfa> quoted, std::shared_ptr<const CountedDfa> counted) {
+  auto [it, inserted] = counted_ids_.emplace(counted->fingerprint(), static_cast<uint32_t>(terminals_.size()));
+  if (inserted) {
+    terminals_.push_back(std::move(quoted));
+    counted_.push_back(std::move(counted));
+  }
   return it->second;
 }
 
@@ -22,10 +36,12 @@ Result<uint32_t> GrammarBuilder::add_regex_terminal(const Regex& regex) {
 
 void GrammarBuilder::add_production(uint32_t lhs, std::vector<Symbol> rhs) {
   num_symbols_ += rhs.size() + 1;
+  CompileBudget::charge(rhs.size() + 1);
   productions_.push_back({lhs, std::move(rhs)});
 }
 
 Result<Grammar> GrammarBuilder::build(uint32_t root) {
+  DI_TRYV(CompileBudget::check());
   if (num_symbols_ > kMaxCores) {
     return make_error(Code::kGrammar, "grammar too large ({} symbols, limit {})", num_symbols_, kMaxCores);
   }
@@ -35,8 +51,8 @@ Result<Grammar> GrammarBuilder::build(uint32_t root) {
   uint32_t optionals = 0;
   for (uint32_t t = 0; t < terminals_.size(); ++t) {
     const Dfa& d = *terminals_[t];
-    term_empty[t] = d.empty_language();
-    if (d.empty_language() || !d.accepting(d.start())) continue;
+    term_empty[t] = d.empty_language() || (counted_[t] && counted_[t]->empty());
+    if (term_empty[t] || counted_[t] || !d.accepting(d.start())) continue;
     uint32_t r = add_rule(fmt::format("optional{}", optionals++));
     term_as_rule[t] = r;
     Dfa nonempty = d.without_empty();
@@ -99,6 +115,7 @@ Result<Grammar> GrammarBuilder::build(uint32_t root) {
           if (new_term[s.id] < 0) {
             new_term[s.id] = static_cast<int64_t>(g.terminals_.size());
             g.terminals_.push_back(terminals_[s.id]);
+            g.counted_.push_back(counted_[s.id]);
           }
         } else if (new_rule[s.id] < 0) {
           new_rule[s.id] = static_cast<int64_t>(order.size());

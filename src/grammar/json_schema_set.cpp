@@ -35,12 +35,11 @@ const std::set<std::string, std::less<>> kSchemaValued = {"additionalProperties"
                                                           "not", "if", "then", "else", "unevaluatedItems",
                                                           "unevaluatedProperties", "contentSchema", "additionalItems"};
 const std::set<std::string, std::less<>> kSchemaMaps = {"properties", "patternProperties", "$defs", "definitions",
-                                                        "dependentSchemas"};
+                                                        "dependentSchemas", "dependencies"};
 const std::set<std::string, std::less<>> kSchemaArrays = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
 
 // Keywords that would constrain instances in ways the compiler cannot enforce.
-const std::set<std::string, std::less<>> kUnsupported = {"not", "maxContains", "dependentRequired", "dependentSchemas",
-                                                       "dependencies", "$dynamicRef", "$recursiveRef"};
+const std::set<std::string, std::less<>> kUnsupported = {"maxContains", "$dynamicRef", "$recursiveRef"};
 
 Result<uint64_t> count_value(const Json& v, const std::string& path, std::string_view kw) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
@@ -80,7 +79,47 @@ Result<uint8_t> type_bits(const Json& v, const std::string& path) {
   return one(v);
 }
 
+// The nesting depth of a JSON value in containers (a scalar adds none), without recursion; stops
+// counting past `limit`.
+size_t json_depth(const Json& root, size_t limit) {
+  if (!root.is_structured()) return 0;
+  std::vector<std::pair<const Json*, size_t>> stack{{&root, 1}};
+  size_t deepest = 0;
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *j) {
+      if (child.is_structured()) stack.push_back({&child, d + 1});
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
+
+bool SchemaNode::only_applicators() const {
+  return !always_false && types == kTypeAll && !enum_values && min_length == 0 && max_length == UINT64_MAX && patterns.empty() &&
+         formats.empty() && !lower && !upper && multiple_of.empty() && prefix_items.empty() && !items && !unevaluated_items &&
+         min_items == 0 && max_items == UINT64_MAX && !contains && properties.empty() && required.empty() &&
+         pattern_properties.empty() && !additional_properties && !unevaluated_properties && !property_names &&
+         min_properties == 0 && max_properties == UINT64_MAX && !unique_items && excluded.empty() && not_patterns.empty() &&
+         forbidden.empty();
+}
+
+std::vector<SchemaId> SchemaNode::in_place() const {
+  std::vector<SchemaId> out(all_of.begin(), all_of.end());
+  out.insert(out.end(), logic.begin(), logic.end());
+  if (ref) out.push_back(*ref);
+  return out;
+}
+
+SchemaId SchemaSet::add_node(SchemaNode n) {
+  n.synthetic = true;
+  nodes_.push_back(std::move(n));
+  return static_cast<SchemaId>(nodes_.size() - 1);
+}
 
 Result<SchemaSet> SchemaSet::parse(std::string_view text) {
   SchemaSet s;
@@ -90,46 +129,55 @@ Result<SchemaSet> SchemaSet::parse(std::string_view text) {
     return make_error(Code::kGrammar, "json schema: not valid JSON: {}", e.what());
   }
   const Json& doc = *s.doc_;
+  if (json_depth(doc, kMaxJsonDepth) > kMaxJsonDepth) {
+    return make_error(Code::kGrammar, "json schema: nested too deep (more than {} levels of objects and arrays)", kMaxJsonDepth);
+  }
   if (!doc.is_object() && !doc.is_boolean()) return make_error(Code::kGrammar, "json schema: must be an object or a boolean");
   std::string base(kDefaultBase);
-  DI_TRYV(s.register_resources(doc, base, ""));
+  s.register_resources(doc, base);
   DI_TRY(root, s.load(doc, base, ""));
   s.root_ = root;
+  DI_TRYV(s.drain());
+  DI_TRYV(s.add_logic());
+  DI_TRYV(s.check_in_place_cycles());
   return s;
 }
 
 // Records every $id (a new base URI) and $anchor reachable through subschema keywords.
-Result<void> SchemaSet::register_resources(const Json& j, const std::string& parent_base, const std::string& path) {
-  if (!j.is_object()) return ok();
-  std::string base = parent_base;
-  auto id = j.find("$id");
-  if (id != j.end() && id->is_string()) {
-    base = split_fragment(resolve_uri(parent_base, id->get_ref<const std::string&>())).first;
-    resources_.emplace(base, std::make_pair(&j, path));
-  } else if (path.empty()) {
-    resources_.emplace(base, std::make_pair(&j, path));
-  }
-  for (const char* kw : {"$anchor", "$dynamicAnchor"}) {
-    auto a = j.find(kw);
-    if (a != j.end() && a->is_string()) anchors_.emplace(base + "#" + a->get<std::string>(), std::make_pair(&j, path));
-  }
-  for (const auto& [key, value] : j.items()) {
-    std::string p = path + "/" + escape_pointer(key);
-    if (kSchemaValued.count(key) && (value.is_object())) {
-      DI_TRYV(register_resources(value, base, p));
+void SchemaSet::register_resources(const Json& root, const std::string& root_base) {
+  struct Visit {
+    const Json* json;
+    std::string base, path;
+  };
+  std::vector<Visit> stack{{&root, root_base, ""}};
+  while (!stack.empty()) {
+    Visit v = std::move(stack.back());
+    stack.pop_back();
+    const Json& j = *v.json;
+    if (!j.is_object()) continue;
+    std::string base = v.base;
+    auto id = j.find("$id");
+    if (id != j.end() && id->is_string()) {
+      base = split_fragment(resolve_uri(v.base, id->get_ref<const std::string&>())).first;
+      resources_.emplace(base, std::make_pair(&j, v.path));
+    } else if (v.path.empty()) {
+      resources_.emplace(base, std::make_pair(&j, v.path));
     }
-    if (kSchemaMaps.count(key) && value.is_object()) {
-      for (const auto& [k, sub] : value.items()) {
-        DI_TRYV(register_resources(sub, base, p + "/" + escape_pointer(k)));
+    for (const char* kw : {"$anchor", "$dynamicAnchor"}) {
+      auto a = j.find(kw);
+      if (a != j.end() && a->is_string()) anchors_.emplace(base + "#" + a->get<std::string>(), std::make_pair(&j, v.path));
+    }
+    for (const auto& [key, value] : j.items()) {
+      std::string p = v.path + "/" + escape_pointer(key);
+      if (kSchemaValued.count(key) && value.is_object()) stack.push_back({&value, base, p});
+      if (kSchemaMaps.count(key) && value.is_object()) {
+        for (const auto& [k, sub] : value.items()) stack.push_back({&sub, base, p + "/" + escape_pointer(k)});
+      }
+      if (kSchemaArrays.count(key) && value.is_array()) {
+        for (size_t i = 0; i < value.size(); ++i) stack.push_back({&value[i], base, p + "/" + std::to_string(i)});
       }
     }
-    if (kSchemaArrays.count(key) && value.is_array()) {
-      for (size_t i = 0; i < value.size(); ++i) {
-        DI_TRYV(register_resources(value[i], base, p + "/" + std::to_string(i)));
-      }
-    }
   }
-  return ok();
 }
 
 Result<SchemaId> SchemaSet::load(const Json& j, const std::string& parent_base, const std::string& path) {
@@ -144,9 +192,54 @@ Result<SchemaId> SchemaSet::load(const Json& j, const std::string& parent_base, 
     auto idv = j.find("$id");
     if (idv != j.end() && idv->is_string()) base = split_fragment(resolve_uri(parent_base, idv->get_ref<const std::string&>())).first;
   }
-  DI_TRY(n, parse_node(j, base, path));
-  nodes_[id] = std::move(n);
+  pending_.push_back({&j, std::move(base), path, id});
   return id;
+}
+
+Result<void> SchemaSet::drain() {
+  while (!pending_.empty()) {
+    Pending p = std::move(pending_.back());
+    pending_.pop_back();
+    DI_TRY(n, parse_node(*p.json, p.base, p.path));
+    nodes_[p.id] = std::move(n);
+  }
+  return ok();
+}
+
+Result<void> SchemaSet::check_in_place_cycles() const {
+  // Iterative DFS over the in-place edges; 0 = unseen, 1 = on the stack, 2 = done.
+  std::vector<uint8_t> color(nodes_.size(), 0);
+  auto edges = [&](SchemaId id) {
+    const SchemaNode& n = nodes_[id];
+    std::vector<SchemaId> out = n.in_place();
+    out.insert(out.end(), n.any_of.begin(), n.any_of.end());
+    out.insert(out.end(), n.one_of.begin(), n.one_of.end());
+    return out;
+  };
+  for (SchemaId start = 0; start < nodes_.size(); ++start) {
+    if (color[start]) continue;
+    std::vector<std::pair<SchemaId, std::vector<SchemaId>>> stack;
+    stack.push_back({start, edges(start)});
+    color[start] = 1;
+    while (!stack.empty()) {
+      auto& [id, next] = stack.back();
+      if (next.empty()) {
+        color[id] = 2;
+        stack.pop_back();
+        continue;
+      }
+      SchemaId to = next.back();
+      next.pop_back();
+      if (color[to] == 1) {
+        return schema_error(nodes_[to].path, "the schema refers to itself through $ref/allOf/anyOf/oneOf without descending into the instance");
+      }
+      if (color[to] == 0) {
+        color[to] = 1;
+        stack.push_back({to, edges(to)});
+      }
+    }
+  }
+  return ok();
 }
 
 Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::string& ref, const std::string& path) {
@@ -189,8 +282,9 @@ Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::stri
       cur = &*f;
     } else if (cur->is_array()) {
       size_t idx = 0;
-      bool digits = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits || (idx = std::stoul(token)) >= cur->size()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
+      bool digits = !token.empty() && token.size() <= 9 && token.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) idx = static_cast<size_t>(std::stoul(token));
+      if (!digits || idx >= cur->size()) return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
       cur = &(*cur)[idx];
     } else {
       return schema_error(path, fmt::format("$ref '{}' does not resolve", ref));
@@ -204,6 +298,30 @@ Result<SchemaId> SchemaSet::resolve_ref(const std::string& base, const std::stri
   }
   if (!cur->is_object() && !cur->is_boolean()) return schema_error(path, fmt::format("$ref '{}' does not point to a schema", ref));
   return load(*cur, cur_base, cur_path);
+}
+
+// dependentRequired (name -> names), dependentSchemas (name -> schema), and draft-7 dependencies
+// (either).
+Result<void> SchemaSet::parse_dependencies(const std::string& key, const Json& v, const std::string& base, const std::string& path,
+                                           SchemaNode& n) {
+  if (!v.is_object()) return schema_error(n.path, fmt::format("{} must be an object", key));
+  for (const auto& [name, dep] : v.items()) {
+    if (key != "dependentSchemas" && dep.is_array()) {
+      std::vector<std::string> names;
+      for (const auto& d : dep) {
+        if (!d.is_string()) return schema_error(n.path, fmt::format("{} must list property names", key));
+        names.push_back(d.get<std::string>());
+      }
+      n.dependent_required.emplace_back(name, std::move(names));
+    } else if (key != "dependentRequired") {
+      if (!dep.is_object() && !dep.is_boolean()) return schema_error(n.path, fmt::format("{} must be a schema", key));
+      DI_TRY(id, load(dep, base, path + "/" + key + "/" + escape_pointer(name)));
+      n.dependent_schemas.emplace_back(name, id);
+    } else {
+      return schema_error(n.path, "dependentRequired must map names to arrays of names");
+    }
+  }
+  return ok();
 }
 
 Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base, const std::string& path) {
@@ -222,9 +340,6 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
   bool items_is_array = false;
   for (const auto& [key, v] : j.items()) {
     if (kUnsupported.count(key)) return schema_error(n.path, fmt::format("keyword '{}' is not supported", key));
-    if (key == "if" && (j.contains("then") || j.contains("else"))) {
-      return schema_error(n.path, "keyword 'if' (with then/else) is not supported");
-    }
     if (key == "type") {
       DI_TRY(bits, type_bits(v, n.path));
       n.types = bits;
@@ -295,7 +410,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       n.max_items = c;
     } else if (key == "uniqueItems") {
       if (!v.is_boolean()) return schema_error(n.path, "uniqueItems must be a boolean");
-      if (v.get<bool>()) return schema_error(n.path, "keyword 'uniqueItems' is not supported");
+      n.unique_items = v.get<bool>();
     } else if (key == "properties") {
       if (!v.is_object()) return schema_error(n.path, "properties must be an object");
       for (const auto& [name, ps] : v.items()) {
@@ -326,6 +441,7 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
       (key == "unevaluatedItems" ? n.unevaluated_items : n.unevaluated_properties) = id;
+      has_unevaluated_ = true;
     } else if (key == "propertyNames") {
       DI_TRYV(check_schema(v, key));
       DI_TRY(id, sub(v, key));
@@ -344,6 +460,12 @@ Result<SchemaNode> SchemaSet::parse_node(const Json& j, const std::string& base,
         DI_TRY(id, load(v[i], base, path + "/" + key + "/" + std::to_string(i)));
         dst.push_back(id);
       }
+    } else if (key == "not" || key == "if" || key == "then" || key == "else") {
+      DI_TRYV(check_schema(v, key));
+      DI_TRY(id, sub(v, key));
+      (key == "not" ? n.not_of : key == "if" ? n.if_of : key == "then" ? n.then_of : n.else_of) = id;
+    } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
+      DI_TRYV(parse_dependencies(key, v, base, path, n));
     } else if (key == "$ref") {
       if (!v.is_string()) return schema_error(n.path, "$ref must be a string");
       DI_TRY(id, resolve_ref(base, v.get<std::string>(), n.path));

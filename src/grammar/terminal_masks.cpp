@@ -1,5 +1,6 @@
 #include "grammar/terminal_masks.h"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -130,6 +131,81 @@ std::optional<ResidualKey> bounded_residual_key(const Dfa& dfa, uint32_t state, 
   return key;
 }
 
+// A counted terminal's state and window: tagged so that it never equals a plain residual key.
+ResidualKey counted_key(const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w, uint64_t tag) {
+  ResidualKey key{0x9216d5d98979fb1bull ^ tag, 0xd1310ba698dfb5acull};
+  key.a = mix(mix(mix(key.a, cd.fingerprint().a), state), (uint64_t{w.lo} << 32) | w.hi);
+  key.b = mix(mix(mix(key.b, cd.fingerprint().b), uint64_t{w.hi} << 32 | w.lo), state + tag);
+  return key;
+}
+
+struct CountedWalkContext {
+  const TokenTrie& trie;
+  const TokenTrie::Node* nodes;
+  const uint32_t* table;
+  const uint8_t* cls;
+  uint32_t nc;
+  const uint8_t* alive;  // (state, count) -> 0/1
+  uint32_t stride;
+  CountedDfa::Window w;
+  uint32_t* bits;
+  uint32_t scratch_bit;
+};
+
+// One node of one cursor of a counted walk (as walk_step, with the count beside the state).
+[[gnu::always_inline]] inline void counted_step(const CountedWalkContext& c, uint32_t& i, uint32_t* st, uint32_t* count,
+                                                std::vector<uint32_t>& exits) {
+  const TokenTrie::Node node = c.nodes[i];
+  uint32_t e = c.table[static_cast<size_t>(st[node.depth - 1]) * c.nc + c.cls[node.byte]];
+  uint32_t s = e & CountedDfa::kStateMask;
+  uint32_t k = count[node.depth - 1] + ((e >> 30) & 1u);
+  if (!c.alive[static_cast<size_t>(s) * c.stride + k]) {  // the dead state is never alive
+    i = node.end;
+    return;
+  }
+  st[node.depth] = s;
+  count[node.depth] = k;
+  uint32_t id = node.token >= 0 ? static_cast<uint32_t>(node.token) : c.scratch_bit;
+  c.bits[id >> 5] |= 1u << (id & 31);
+  if (node.more_tokens) {
+    for (int32_t more : c.trie.tokens(i)) c.bits[static_cast<size_t>(more) >> 5] |= 1u << (more & 31);
+  }
+  if ((e & CountedDfa::kAcceptBit) && k >= c.w.lo && k <= c.w.hi && node.end > i + 1) exits.push_back(i);
+  ++i;
+}
+
+// Walks all of `trie` from (state, window) of a counted terminal, two cursors as walk() does.
+TrieWalk walk_counted(const TokenTrie& trie, size_t mask_words, const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w) {
+  TrieWalk out;
+  out.words.assign(mask_words + 1, 0);  // one scratch word past the mask
+  const TokenTrie::Node* nodes = trie.nodes();
+  const uint32_t n = trie.num_nodes();
+  const uint32_t depth = trie.max_depth();
+  // alive_in for every (state, count) a token can reach (a token adds at most `depth` counts).
+  const uint32_t stride = depth + 1;
+  std::vector<uint8_t> alive(static_cast<size_t>(cd.num_states()) * stride, 0);
+  for (uint32_t s = 1; s < cd.num_states(); ++s) {
+    for (uint32_t k = 0; k <= depth; ++k) alive[static_cast<size_t>(s) * stride + k] = cd.alive_in(s, k, w) ? 1 : 0;
+  }
+  uint32_t mid = 1;
+  while (mid < n && mid < n / 2) mid = nodes[mid].end;
+  std::vector<uint32_t> st_a(depth + 1, 0), st_b(depth + 1, 0), count_a(depth + 1, 0), count_b(depth + 1, 0);
+  st_a[0] = st_b[0] = state;
+  std::vector<uint32_t> exits_b;
+  CountedWalkContext c{trie, nodes, cd.transitions(), cd.byte_classes(), cd.num_classes(), alive.data(), stride, w,
+                       out.words.data(), static_cast<uint32_t>(mask_words * 32)};
+  uint32_t ia = 1, ea = mid, ib = mid, eb = n;
+  while (ia < ea && ib < eb) {
+    counted_step(c, ia, st_a.data(), count_a.data(), out.exits);
+    counted_step(c, ib, st_b.data(), count_b.data(), exits_b);
+  }
+  while (ia < ea) counted_step(c, ia, st_a.data(), count_a.data(), out.exits);
+  while (ib < eb) counted_step(c, ib, st_b.data(), count_b.data(), exits_b);
+  out.exits.insert(out.exits.end(), exits_b.begin(), exits_b.end());
+  out.words.pop_back();
+  return out;
+}
+
 // Walks all of `trie` from `state` with DFA transitions.
 TrieWalk walk(const TokenTrie& trie, size_t mask_words, const Dfa& dfa, uint32_t state) {
   TrieWalk out;
@@ -165,15 +241,17 @@ std::shared_ptr<TerminalMaskTable> TerminalMaskTable::create(std::shared_ptr<con
   return std::shared_ptr<TerminalMaskTable>(new TerminalMaskTable(std::move(vocab)));
 }
 
-std::shared_ptr<TerminalMasks> TerminalMaskTable::terminal(const std::shared_ptr<const Dfa>& dfa) {
+std::shared_ptr<TerminalMasks> TerminalMaskTable::terminal(const std::shared_ptr<const Dfa>& dfa,
+                                                           const std::shared_ptr<const CountedDfa>& counted) {
   std::lock_guard lock(mutex_);
-  auto& slot = terminals_[dfa->fingerprint()];
+  auto& slot = counted ? counted_terminals_[counted->fingerprint()] : terminals_[dfa->fingerprint()];
   if (auto existing = slot.lock()) return existing;
-  auto fresh = std::make_shared<TerminalMasks>(dfa, shared_from_this());
+  auto fresh = std::make_shared<TerminalMasks>(dfa, counted, shared_from_this());
   slot = fresh;
   if (++inserts_since_prune_ >= 1024) {  // drop entries whose grammars are gone
     inserts_since_prune_ = 0;
     std::erase_if(terminals_, [](const auto& kv) { return kv.second.expired(); });
+    std::erase_if(counted_terminals_, [](const auto& kv) { return kv.second.expired(); });
     std::erase_if(states_, [](const auto& kv) { return kv.second.expired(); });
     std::erase_if(short_walks_, [](const auto& kv) { return kv.second.expired(); });
   }
@@ -209,12 +287,37 @@ std::shared_ptr<const TerminalStateMask> TerminalMaskTable::insert(const Residua
   return mask;
 }
 
-TerminalMasks::TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<TerminalMaskTable> table)
-    : dfa_(std::move(dfa)), table_(std::move(table)) {
+TerminalMasks::TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<const CountedDfa> counted,
+                             std::shared_ptr<TerminalMaskTable> table)
+    : dfa_(std::move(dfa)), counted_(std::move(counted)), table_(std::move(table)) {
   states_.resize(dfa_->num_states());
+  const TokenVocabulary& vocab = table_->vocabulary();
+  depth_ = std::max<uint32_t>({vocab.short_trie().max_depth(), vocab.long_trie().max_depth(), 1});
 }
 
-const TerminalStateMask& TerminalMasks::state_mask(uint32_t state) const {
+CountedDfa::Window TerminalMasks::window(uint32_t count) const {
+  return counted_ ? counted_->window(count, depth_) : CountedDfa::Window{};
+}
+
+const TerminalStateMask& TerminalMasks::state_mask(uint32_t state, uint32_t count) const {
+  if (counted_) {
+    CountedKey key{state, window(count)};
+    // Where the bounds decide nothing for any token, the string DFA's own state mask applies
+    // (shared with the unbounded string of the same pattern, across grammars).
+    if (key.window == counted_->unconstrained(depth_)) return plain_state_mask(counted_->string_state(state));
+    {
+      std::shared_lock lock(mutex_);
+      auto it = counted_states_.find(key);
+      if (it != counted_states_.end()) return *it->second;
+    }
+    auto mask = compute_counted(state, key.window);
+    std::unique_lock lock(mutex_);
+    return *counted_states_.emplace(key, std::move(mask)).first->second;
+  }
+  return plain_state_mask(state);
+}
+
+const TerminalStateMask& TerminalMasks::plain_state_mask(uint32_t state) const {
   {
     std::shared_lock lock(mutex_);
     if (states_[state]) return *states_[state];
@@ -223,6 +326,28 @@ const TerminalStateMask& TerminalMasks::state_mask(uint32_t state) const {
   std::unique_lock lock(mutex_);
   if (!states_[state]) states_[state] = std::move(mask);
   return *states_[state];
+}
+
+std::shared_ptr<const TerminalStateMask> TerminalMasks::compute_counted(uint32_t state, const CountedDfa::Window& w) const {
+  const CountedDfa& cd = *counted_;
+  ResidualKey key = counted_key(cd, state, w, 1);
+  if (auto known = table_->find(key)) return known;
+  const TokenVocabulary& vocab = table_->vocabulary();
+  // Short tokens see only the window over kShortTokenBytes: shared by more positions.
+  CountedDfa::Window near = cd.narrow(w, TokenVocabulary::kShortTokenBytes);
+  ResidualKey short_key = counted_key(cd, state, near, 2);
+  std::shared_ptr<const TrieWalk> short_part = table_->find_short(short_key);
+  if (!short_part) {
+    short_part = table_->insert_short(
+        short_key, std::make_shared<const TrieWalk>(walk_counted(vocab.short_trie(), vocab.mask_words(), cd, state, near)));
+  }
+  TrieWalk long_part = walk_counted(vocab.long_trie(), vocab.mask_words(), cd, state, w);
+  for (size_t i = 0; i < long_part.words.size(); ++i) long_part.words[i] |= short_part->words[i];
+  auto mask = std::make_shared<TerminalStateMask>();
+  mask->inside = TokenSet::from_mask(long_part.words.data(), long_part.words.size());
+  mask->short_exits = short_part->exits;
+  mask->long_exits = std::move(long_part.exits);
+  return table_->insert(key, std::move(mask));
 }
 
 std::shared_ptr<const TerminalStateMask> TerminalMasks::compute(uint32_t state) const {

@@ -11,6 +11,7 @@
 //   characters left shares that walk); the few longer tokens are walked per state.
 #pragma once
 
+#include "grammar/counted_dfa.h"
 #include "grammar/dfa.h"
 #include "grammar/token_set.h"
 #include "grammar/token_vocabulary.h"
@@ -54,7 +55,8 @@ class TerminalMaskTable : public std::enable_shared_from_this<TerminalMaskTable>
  public:
   static std::shared_ptr<TerminalMaskTable> create(std::shared_ptr<const TokenVocabulary> vocab);
 
-  std::shared_ptr<TerminalMasks> terminal(const std::shared_ptr<const Dfa>& dfa);
+  // `counted` (may be null) bounds the length of a string terminal.
+  std::shared_ptr<TerminalMasks> terminal(const std::shared_ptr<const Dfa>& dfa, const std::shared_ptr<const CountedDfa>& counted);
   std::shared_ptr<const TerminalStateMask> find(const ResidualKey& key);
   std::shared_ptr<const TrieWalk> find_short(const ResidualKey& key);
   std::shared_ptr<const TrieWalk> insert_short(const ResidualKey& key, std::shared_ptr<const TrieWalk> walk);
@@ -73,27 +75,46 @@ class TerminalMaskTable : public std::enable_shared_from_this<TerminalMaskTable>
   struct FingerprintHash {
     size_t operator()(const Dfa::Fingerprint& f) const { return static_cast<size_t>(f.a); }
   };
-  std::unordered_map<Dfa::Fingerprint, std::weak_ptr<TerminalMasks>, FingerprintHash> terminals_;
+  std::unordered_map<Dfa::Fingerprint, std::weak_ptr<TerminalMasks>, FingerprintHash> terminals_, counted_terminals_;
   std::unordered_map<ResidualKey, std::weak_ptr<const TerminalStateMask>, KeyHash> states_;
   std::unordered_map<ResidualKey, std::weak_ptr<const TrieWalk>, KeyHash> short_walks_;
   size_t inserts_since_prune_ = 0;
 };
 
-// One terminal's state masks, filled in lazily (thread-safe).
+// One terminal's state masks, filled in lazily (thread-safe). A counted terminal's masks depend on
+// the state and the count's window (CountedDfa::window over the longest token).
 class TerminalMasks {
  public:
-  TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<TerminalMaskTable> table);
+  TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<const CountedDfa> counted, std::shared_ptr<TerminalMaskTable> table);
 
-  // The reference stays valid as long as this object.
-  const TerminalStateMask& state_mask(uint32_t state) const;
+  // The reference stays valid as long as this object. `count` only matters for counted terminals.
+  const TerminalStateMask& state_mask(uint32_t state, uint32_t count = 0) const;
+  const CountedDfa* counted() const { return counted_.get(); }
+  // The window a counted terminal's mask at `count` depends on ({0, 0} for plain terminals).
+  CountedDfa::Window window(uint32_t count) const;
 
  private:
+  const TerminalStateMask& plain_state_mask(uint32_t state) const;  // of the DFA's state
   std::shared_ptr<const TerminalStateMask> compute(uint32_t state) const;
+  std::shared_ptr<const TerminalStateMask> compute_counted(uint32_t state, const CountedDfa::Window& w) const;
 
   std::shared_ptr<const Dfa> dfa_;
+  std::shared_ptr<const CountedDfa> counted_;
   std::shared_ptr<TerminalMaskTable> table_;
+  uint32_t depth_ = 0;  // the longest token, in bytes
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<const TerminalStateMask>> states_;
+  struct CountedKey {
+    uint32_t state;
+    CountedDfa::Window window;
+    bool operator==(const CountedKey&) const = default;
+  };
+  struct CountedKeyHash {
+    size_t operator()(const CountedKey& k) const {
+      return static_cast<size_t>((uint64_t{k.state} * 0x9e3779b97f4a7c15ull) ^ (uint64_t{k.window.lo} << 32) ^ k.window.hi);
+    }
+  };
+  mutable std::unordered_map<CountedKey, std::shared_ptr<const TerminalStateMask>, CountedKeyHash> counted_states_;
 };
 
 }  // namespace deepinfer::grammar

@@ -9,13 +9,22 @@ namespace {
 // A list costs 32 bits per member, a bitset 1 bit per vocabulary entry.
 constexpr size_t kListFraction = 32;
 
+// Bits set in x, without the library call std::popcount becomes where the target lacks popcnt.
+inline uint32_t bits_set(uint32_t x) {
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  return (((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+}
+
 }  // namespace
 
 TokenSet TokenSet::from_mask(const uint32_t* words, size_t num_words) {
+  // A list while the members number less than 1/kListFraction of the bits: stop counting there.
+  const size_t list_limit = num_words * 32 / kListFraction;
   size_t count = 0;
-  for (size_t w = 0; w < num_words; ++w) count += static_cast<size_t>(std::popcount(words[w]));
+  for (size_t w = 0; w < num_words && count < list_limit; ++w) count += bits_set(words[w]);
   TokenSet s;
-  if (count * kListFraction < num_words * 32) {
+  if (count < list_limit) {
     s.ids_.reserve(count);
     for (size_t w = 0; w < num_words; ++w) {
       for (uint32_t bits = words[w]; bits != 0; bits &= bits - 1) {

@@ -899,6 +899,8 @@ int main(int argc, char **argv) {
   if (generate(chat, defaults, 1, &g3, 0)) CHECK(g3.c[0].n_tokens > 0);
   OK(di_session_context_length(chat, &ctx_len2));
   CHECK(ctx_len2 > ctx_len);
+  OK(di_session_set_tools(chat, "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]", 59));
+  FAILS(di_session_set_tools(chat, "[", 1), DI_ERR_INVALID_ARGUMENT);
   OK(di_session_add_tool_call(chat, "get_weather", 11, "{\"city\": \"Paris\"}", 17));
   OK(di_session_add_message(chat, DI_ROLE_TOOL, "sunny", 5));
   OK(di_session_context_length(chat, &ctx_len));

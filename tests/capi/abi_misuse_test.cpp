@@ -1080,7 +1080,7 @@ TEST_F(Misuse, BadGrammarsFailAtCompileAndNameTheProblem) {
   for (const Bad& b : std::vector<Bad>{
            {DI_GRAMMAR_REGEX, "(ab", DI_ERR_GRAMMAR, ""},
            {DI_GRAMMAR_JSON_SCHEMA, "{not json", DI_ERR_GRAMMAR, ""},
-           {DI_GRAMMAR_JSON_SCHEMA, R"({"type": "object", "dependentSchemas": {"a": {}}})", DI_ERR_GRAMMAR, "dependentSchemas"},
+           {DI_GRAMMAR_JSON_SCHEMA, R"({"type": "array", "contains": {}, "maxContains": 2})", DI_ERR_GRAMMAR, "maxContains"},
            {DI_GRAMMAR_EBNF, "root ::= undefined", DI_ERR_GRAMMAR, "undefined"},
        }) {
     di_error* err = di_grammar_compile(engine(), b.kind, b.spec.data(), b.spec.size(), &g);

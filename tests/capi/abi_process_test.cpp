@@ -310,4 +310,35 @@ TEST(Done, OncePerGenerationAfterTheContextUpdate) {
   EXPECT_DI_CODE(di_session_set_keep_cancelled_output(nullptr, 1), DI_ERR_INVALID_HANDLE);
 }
 
+// Tool definitions are described to the model by the library, in one format for every binding.
+TEST(Tools, DefinitionsJoinTheChatPromptAndBadOnesAreNamed) {
+  Engine e = open_engine(DI_DEMO_MODEL_DIR);
+  ASSERT_TRUE(e);
+  Session s = make_session(e.get());
+  ASSERT_DI_OK(di_session_add_message(s.get(), DI_ROLE_SYSTEM, "Be brief.", 9));
+  ASSERT_DI_OK(di_session_add_message(s.get(), DI_ROLE_USER, "Weather in Paris?", 17));
+  const int64_t plain = context_length(s.get());
+  const std::string tools =
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+  ASSERT_DI_OK(di_session_set_tools(s.get(), tools.data(), tools.size()));
+  const auto with_tools = context_tokens(s.get());
+  EXPECT_GT(static_cast<int64_t>(with_tools.size()), plain);
+  const std::string text = detokenize(e.get(), with_tools);
+  EXPECT_NE(text.find("get_weather"), std::string::npos) << text;
+  EXPECT_LT(text.find("Be brief."), text.find("get_weather")) << "after the caller's system messages";
+  EXPECT_LT(text.find("get_weather"), text.find("Weather in Paris?")) << "before the conversation";
+  Sampling sp = seeded(1, 4);
+  EXPECT_TRUE(run(s.get(), sp.get()).completions[0].finished);
+  for (const char* bad : {"{", "{}", "[1]", R"([{"type": "function"}])", R"([{"function": {"name": 5}}])",
+                          R"([{"type": "retrieval", "function": {"name": "x"}}])"})
+    EXPECT_DI_CODE(di_session_set_tools(s.get(), bad, std::strlen(bad)), DI_ERR_INVALID_ARGUMENT) << bad;
+  ASSERT_DI_OK(di_session_set_tools(s.get(), nullptr, 0));
+  EXPECT_EQ(detokenize(e.get(), context_tokens(s.get())).find("get_weather"), std::string::npos);
+  Session raw = make_session(e.get());
+  const int32_t one = 5;
+  ASSERT_DI_OK(di_session_add_tokens(raw.get(), &one, 1));
+  EXPECT_DI_CODE(di_session_set_tools(raw.get(), tools.data(), tools.size()), DI_ERR_STATE);
+}
+
 }  // namespace

@@ -15,6 +15,14 @@ from typing import List
 
 from . import errors
 
+# A bundled library is loaded first, by its full path: the extension's $ORIGIN runpath ranks below
+# LD_LIBRARY_PATH, which could otherwise hand it another build's libdeepinfer.so.0.
+_BUNDLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_libs", "libdeepinfer.so.0")
+if os.path.exists(_BUNDLED):
+    import ctypes
+
+    ctypes.CDLL(_BUNDLED, mode=ctypes.RTLD_GLOBAL)
+
 try:
     from . import _native as native  # the SWIG module (deepinfer.i)
 except ImportError as e:  # pragma: no cover - depends on the installation

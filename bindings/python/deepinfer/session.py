@@ -45,13 +45,6 @@ def _content(i: int, message: Message) -> Optional[str]:
     raise InvalidArgument(f"message {i}: content must be a string or a list of text parts")
 
 
-def tools_message(tools: Sequence[Mapping[str, Any]]) -> str:
-    """The system message that gives the model the tool definitions (OpenAI's format, as JSON)."""
-    lines = ["## Tools", "", "You can call these functions (JSON definitions):"]
-    lines += [json.dumps(t, ensure_ascii=False) for t in tools]
-    return "\n".join(lines)
-
-
 def _add_message(session: int, i: int, message: Message) -> None:
     role = message.get("role")
     if role not in _ROLES:
@@ -72,18 +65,14 @@ def _add_message(session: int, i: int, message: Message) -> None:
 
 
 def add_chat_messages(session: int, messages: Sequence[Message], tools: Optional[Sequence[Mapping[str, Any]]] = None) -> None:
-    """Appends messages to a session's chat; tool definitions go in a system message after the
-    conversation's leading system messages."""
-    pending_tools = bool(tools)
+    """Appends messages to a session's chat; the library describes the tool definitions (OpenAI's
+    format) to the model after the conversation's system messages."""
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
             raise InvalidArgument(f"message {i}: expected a dict with \"role\" and \"content\"")
-        if pending_tools and m.get("role") != "system":
-            native.di_session_add_message(session, native.DI_ROLE_SYSTEM, tools_message(tools or ()))
-            pending_tools = False
         _add_message(session, i, m)
-    if pending_tools:
-        native.di_session_add_message(session, native.DI_ROLE_SYSTEM, tools_message(tools or ()))
+    if tools:
+        native.di_session_set_tools(session, json.dumps(list(tools), ensure_ascii=False))
 
 
 class Session:

@@ -74,17 +74,17 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// chatMessages turns OpenAI messages into the session's chat messages, with the tools described
-// in a system message when the model may call them.
-func chatMessages(in []chatMessage, plan toolPlan) (deepinfer.Messages, *apiError) {
+// chatMessages turns OpenAI messages into the session's chat, with the tool definitions when the
+// model may call them (the library describes them to the model).
+func chatMessages(in []chatMessage, plan toolPlan) (deepinfer.Chat, *apiError) {
 	if len(in) == 0 {
-		return nil, badRequest("messages", "messages must hold at least one message")
+		return deepinfer.Chat{}, badRequest("messages", "messages must hold at least one message")
 	}
 	out := make(deepinfer.Messages, 0, len(in)+1)
 	for i, m := range in {
 		content, e := messageText(m.Content, i)
 		if e != nil {
-			return nil, e
+			return deepinfer.Chat{}, e
 		}
 		msg := deepinfer.Message{Content: content}
 		switch m.Role {
@@ -100,15 +100,15 @@ func chatMessages(in []chatMessage, plan toolPlan) (deepinfer.Messages, *apiErro
 		case "tool":
 			msg.Role = deepinfer.RoleTool
 		default:
-			return nil, badRequest("messages", "messages[%d].role %q is not system, developer, user, assistant or tool", i, m.Role)
+			return deepinfer.Chat{}, badRequest("messages", "messages[%d].role %q is not system, developer, user, assistant or tool", i, m.Role)
 		}
 		out = append(out, msg)
 	}
+	chat := deepinfer.Chat{Messages: out}
 	if plan.mode != toolsNone {
-		// The chat format puts every system message first, joined, wherever it stands.
-		out = append(out, deepinfer.Message{Role: deepinfer.RoleSystem, Content: plan.prompt()})
+		chat.Tools = plan.definitions()
 	}
-	return out, nil
+	return chat, nil
 }
 
 // messageText reads a message's content: a string, null, or an array of text parts.

@@ -86,26 +86,24 @@ func planTools(req *chatRequest) (toolPlan, *apiError) {
 	return plan, nil
 }
 
-// prompt describes the tools to the model in a system message. DeepSeek's chat template has no
-// place for tool definitions; the markup it describes is the one the template writes for calls.
-func (p toolPlan) prompt() string {
-	var b strings.Builder
-	b.WriteString("## Tools\nYou can call these functions.\n")
-	for _, t := range p.tools {
-		b.WriteString("\n### " + t.Function.Name + "\n")
-		if t.Function.Description != "" {
-			b.WriteString("Description: " + t.Function.Description + "\n")
-		}
-		params := bytes.TrimSpace(t.Function.Parameters)
-		if len(params) == 0 {
-			params = []byte(`{"type": "object"}`)
-		}
-		b.WriteString("Parameters: " + string(params) + "\n")
+// definitions is the tools as the JSON array the library takes (di_session_set_tools), each with a
+// parameters schema.
+func (p toolPlan) definitions() string {
+	type function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
 	}
-	b.WriteString("\nTo call functions, answer with " + callsBegin + ", then for each call " + callBegin +
-		"function" + callSep + "the function's name, a new line, ```json, a new line, the arguments as JSON, a new line, ``` and " +
-		callEnd + "; close the calls with " + callsEnd + ".")
-	return b.String()
+	type definition struct {
+		Type     string   `json:"type"`
+		Function function `json:"function"`
+	}
+	defs := make([]definition, 0, len(p.tools))
+	for _, t := range p.tools {
+		defs = append(defs, definition{"function", function{t.Function.Name, t.Function.Description, json.RawMessage(p.parameters(t.Function.Name))}})
+	}
+	b, _ := json.Marshal(defs)
+	return string(b)
 }
 
 func (p toolPlan) parameters(name string) string {

@@ -82,9 +82,9 @@ func weatherPlan(t *testing.T, choice string) toolPlan {
 }
 
 func TestToolPlans(t *testing.T) {
-	if p := weatherPlan(t, ""); p.mode != toolsAuto || !strings.Contains(p.prompt(), "### get_weather") ||
-		!strings.Contains(p.prompt(), callsBegin) {
-		t.Errorf("auto: %+v\n%s", p, p.prompt())
+	if p := weatherPlan(t, ""); p.mode != toolsAuto || !strings.Contains(p.definitions(), `"name":"get_weather"`) ||
+		!strings.Contains(p.definitions(), `"parameters":{`) {
+		t.Errorf("auto: %+v\n%s", p, p.definitions())
 	}
 	if p := weatherPlan(t, `, "tool_choice": "none"`); p.mode != toolsNone {
 		t.Errorf("none: %+v", p)

@@ -618,6 +618,12 @@ extern "C" {
         arguments: *const c_char,
         arguments_len: usize,
     ) -> *mut di_error;
+    /// Tool definitions (an OpenAI-style JSON array) described to the model; len 0 removes them.
+    pub fn di_session_set_tools(
+        session: *mut di_session,
+        tools_json: *const c_char,
+        len: usize,
+    ) -> *mut di_error;
     /// Number of tokens in the context.
     pub fn di_session_context_length(session: *const di_session, out: *mut i64) -> *mut di_error;
     /// The context's token ids.

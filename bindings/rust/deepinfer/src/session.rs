@@ -153,6 +153,26 @@ impl Session {
         check(unsafe { sys::di_session_add_tool_call(self.raw.0, n, nl, a, al) })
     }
 
+    /// Tool definitions for a chat: an OpenAI-style JSON array
+    /// (`[{"type": "function", "function": {"name", "description", "parameters"}}]`), which the
+    /// library describes to the model; `""` removes them.
+    ///
+    /// ```
+    /// # let model = std::env::var("DEEPINFER_MODEL")
+    /// #     .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../models/demo").to_string());
+    /// # let engine = deepinfer::Engine::builder().model(&model).build()?;
+    /// let mut session = engine.session()?;
+    /// session.add_message(deepinfer::Role::User, "What is the weather in Paris?")?;
+    /// session.set_tools(r#"[{"type": "function", "function": {"name": "get_weather"}}]"#)?;
+    /// assert!(session.set_tools("[").is_err());
+    /// # Ok::<(), deepinfer::Error>(())
+    /// ```
+    pub fn set_tools(&mut self, tools_json: &str) -> Result<()> {
+        let (t, tl) = ffi::text(tools_json.as_bytes());
+        // SAFETY: live; the text is a valid slice.
+        check(unsafe { sys::di_session_set_tools(self.raw.0, t, tl) })
+    }
+
     /// Number of tokens in the context.
     pub fn context_len(&self) -> Result<usize> {
         let mut out = 0;
