@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Makes every release artifact of this tree's version in dist/ (docs/packaging.md):
 #
-#   packaging/release.sh [--no-install-test]
+#   packaging/release.sh [--no-install-test] [--debs DIR]
+#
+# --debs DIR takes the .debs that packaging/build_debs.sh already wrote to DIR (of this version)
+# instead of building them again.
 #
 #   dist/*.deb                       the Debian packages (packaging/build_debs.sh; lintian clean of errors)
 #   dist/deepinfer-V-*.whl           the Python wheel, with the packaged library bundled (build_wheel.sh)
@@ -16,7 +19,15 @@
 # and runs the C, CMake, Python, Rust and Go tests against them there.
 set -euo pipefail
 install_test=1
-[ "${1:-}" = --no-install-test ] && install_test=0
+debs=
+while (($#)); do
+  case $1 in
+    --no-install-test) install_test=0 ;;
+    --debs) debs=$(cd "${2:?--debs needs a folder}" && pwd); shift ;;
+    *) echo "release: unknown argument $1 (usage: packaging/release.sh [--no-install-test] [--debs DIR])" >&2; exit 2 ;;
+  esac
+  shift
+done
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 start=$(date +%s)
@@ -31,8 +42,15 @@ rm -rf "$dist" "$work"
 mkdir -p "$dist" "$work"
 
 step "Debian packages"
-packaging/build_debs.sh "$dist"
-rm -f "$dist"/*.changes "$dist"/*.buildinfo
+if [ -n "$debs" ]; then
+  ls "$debs"/libdeepinfer0_"$version"_*.deb >/dev/null ||
+    { echo "release: no libdeepinfer0 $version in $debs (packaging/build_debs.sh DIR)" >&2; exit 1; }
+  cp "$debs"/*_"$version"_*.deb "$dist/"
+  echo "the .debs of $debs (built and checked by packaging/build_debs.sh)"
+else
+  packaging/build_debs.sh "$dist"
+  rm -f "$dist"/*.changes "$dist"/*.buildinfo
+fi
 
 # The packaged library as an install prefix: what the wheel bundles and the crates build against.
 prefix=$work/prefix
