@@ -3,7 +3,10 @@
 #include "grammar/grammar_compiler.h"
 #include "handles.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <list>
+#include <mutex>
 
 using namespace deepinfer;
 using namespace deepinfer::capi;
@@ -37,6 +40,43 @@ Result<std::shared_ptr<const text::Tokenizer>> tokenizer_of(const di_tokenizer* 
   auto p = tokenizers().get(t);
   if (!p) return invalid_handle("tokenizer");
   return p;
+}
+
+// di_grammar_compile_for_tokenizer's per-tokenizer work (the token vocabulary, the compiler and its
+// caches), kept for the few tokenizers last used: the same spec compiled twice costs a cache
+// lookup. Entries die with their tokenizer.
+class TokenizerCompilers {
+ public:
+  Result<grammar::GrammarCompiler*> get(const std::shared_ptr<const text::Tokenizer>& tok, int32_t width, std::span<const int32_t> eos) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(entries_, [](const Entry& e) { return e.tokenizer.expired(); });
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->tokenizer.lock() == tok && it->width == width && std::equal(it->eos.begin(), it->eos.end(), eos.begin(), eos.end())) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return entries_.front().compiler.get();
+      }
+    }
+    DI_TRY(vocab, grammar_vocabulary(*tok, width, eos));
+    entries_.push_front({tok, width, std::vector<int32_t>(eos.begin(), eos.end()), std::make_unique<grammar::GrammarCompiler>(std::move(vocab))});
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return entries_.front().compiler.get();
+  }
+
+ private:
+  static constexpr size_t kEntries = 4;
+  struct Entry {
+    std::weak_ptr<const text::Tokenizer> tokenizer;
+    int32_t width;
+    std::vector<int32_t> eos;
+    std::unique_ptr<grammar::GrammarCompiler> compiler;  // thread-safe
+  };
+  std::mutex mutex_;
+  std::list<Entry> entries_;  // most recent first
+};
+
+TokenizerCompilers& tokenizer_compilers() {
+  static TokenizerCompilers cache;  // process-wide: a compiler per tokenizer (held weakly), reused by later calls
+  return cache;
 }
 
 }  // namespace
@@ -169,9 +209,8 @@ di_error* di_grammar_compile_for_tokenizer(const di_tokenizer* tokenizer, int32_
     for (size_t i = 0; i < n_eos; ++i)
       if (eos_ids[i] < 0 || eos_ids[i] >= width)
         return make_error(Code::kInvalidArgument, "eos id {} is outside the vocabulary [0, {})", eos_ids[i], width);
-    DI_TRY(vocab, grammar_vocabulary(*t, width, std::span<const int32_t>(eos_ids, n_eos)));
-    grammar::GrammarCompiler compiler(std::move(vocab), 1);
-    DI_TRY(g, compiler.compile(k, std::string_view(spec ? spec : "", len), o));
+    DI_TRY(compiler, tokenizer_compilers().get(t, width, std::span<const int32_t>(eos_ids, n_eos)));
+    DI_TRY(g, compiler->compile(k, std::string_view(spec ? spec : "", len), o));
     *out = grammars().add<di_grammar>(std::move(g));
     return ok();
   });

@@ -69,8 +69,8 @@ void stop_all_engines() {
 }  // namespace
 
 void keep_until_exit(std::shared_ptr<const void> object) {
-  static std::mutex mu;
-  static auto* kept = new std::vector<std::shared_ptr<const void>>;
+  static std::mutex mu;  // process-wide: guards `kept`
+  static auto* kept = new std::vector<std::shared_ptr<const void>>;  // process-wide: objects kept until exit, by contract
   std::lock_guard lock(mu);
   kept->push_back(std::move(object));
 }

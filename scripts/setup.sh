@@ -13,6 +13,10 @@ packages=(
   python3 python3-dev python3-pytest python3-jsonschema swig golang-go
   python3-venv python3-build python3-setuptools python3-wheel patchelf   # the Python wheel (bindings/python)
   cargo rustc rustfmt rust-clippy   # the Rust crates (rustup's newer cargo is used when on PATH)
+  abigail-tools                     # the ABI check (scripts/check_abi.sh)
+  debhelper dh-python python3-installer help2man lintian debootstrap zstd   # Debian packages (packaging/)
+  clang-16 libclang-rt-16-dev   # the libFuzzer targets (tests/fuzz)
+  clang-format-16   # scripts/check_format.sh
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything (through setup.sh) and runs every test: the C++ suites, the SDKs against the
 # installed library (Python wheel in a fresh venv, Rust crates, Go module), then the engine's
-# concurrency tests and the C ABI's again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# concurrency tests and the C ABI's again under AddressSanitizer and UndefinedBehaviorSanitizer,
+# the ABI check against the last release (docs/versioning.md), and the fuzz targets for a bounded time.
 # GPU tests skip cleanly without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 
 echo "== no environment variable and no mutable global in library code"
 scripts/check_no_globals.sh
+
+echo "== source layout (.clang-format) of the files listed in scripts/format_clean.txt"
+scripts/check_format.sh
+
+echo "== the ABI against the last release's baseline (packaging/abi), and the proof that the check fires"
+scripts/check_abi.sh build
+
+echo "== fuzzing: every libFuzzer target for a bounded time (scripts/fuzz.sh; findings fail the run)"
+scripts/fuzz.sh --ci

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestJSONSchemaGrammar(t *testing.T) {
@@ -27,7 +28,7 @@ func TestJSONSchemaGrammar(t *testing.T) {
 		dec := json.NewDecoder(strings.NewReader(c.Text))
 		dec.DisallowUnknownFields()
 		if c.FinishReason != FinishStop || dec.Decode(&v) != nil || v.Name == nil || v.Age == nil ||
-			len(*v.Name) > 12 || *v.Age < 0 || *v.Age > 150 {
+			utf8.RuneCountInString(*v.Name) > 12 || *v.Age < 0 || *v.Age > 150 {
 			t.Errorf("completion %d (%v) does not match the schema: %q", i, c.FinishReason, c.Text)
 		}
 	}

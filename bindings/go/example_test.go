@@ -139,7 +139,7 @@ func ExampleEngine_CompileGrammar() {
 	}
 	defer g.Close()
 	st, err := eng.Generate(context.Background(), deepinfer.Text("Weather report as JSON: "),
-		&deepinfer.Sampling{Temperature: 1, Seed: deepinfer.Ptr(uint64(7)), MaxTokens: 64, Grammar: g})
+		&deepinfer.Sampling{Temperature: 1, Seed: deepinfer.Ptr(uint64(7)), MaxTokens: 200, Grammar: g})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -154,11 +154,13 @@ func ExampleEngine_CompileGrammar() {
 	if err := json.Unmarshal([]byte(out[0].Text), &report); err != nil {
 		log.Fatal(err)
 	}
+	// Any JSON spelling of a string is allowed, \u escapes included (the small demo model likes
+	// them); decoding gives the values.
 	fmt.Println(out[0].Text)
 	fmt.Printf("%+v\n", report)
 	// Output:
-	// {"city":"-int","sunny":true}
-	// {City:-int Sunny:true}
+	// {"\u0063\u0069\u0074\u0079":"\u1b290\u00ea86\u0BAAA","\u0073\u0075\u006e\u006e\u0079":true}
+	// {City:ᬩ0ê86பA Sunny:true}
 }
 
 func ExampleStream_Next_cancel() {

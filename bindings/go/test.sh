@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CGO_ENABLED=1 GOPROXY=off GOFLAGS=
 # Go's build cache is the user's; a CI user without a home gets one in the (ignored) build tree.
 if [ "$(go env GOCACHE)" = off ]; then export GOCACHE="$repo/build/go-cache"; fi
-export DEEPINFER_MODEL="$repo/models/demo" DEEPINFER_CLI="$prefix/bin/deepinfer" DEEPINFER_REQUIRE_E2E=1
+export DEEPINFER_MODEL="${DEEPINFER_TEST_MODEL:-$repo/models/demo}" DEEPINFER_CLI="$prefix/bin/deepinfer" DEEPINFER_REQUIRE_E2E=1
 
 # The OpenAI client, pinned by package-lock.json (scripts/setup.sh installs it too).
 e2e="$here/examples/openai-server/e2e"

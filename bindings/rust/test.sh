@@ -26,7 +26,7 @@ done
 pkg-config --exists deepinfer || { echo "rust: no deepinfer.pc under $prefix" >&2; exit 1; }
 libdir=$(pkg-config --variable=libdir deepinfer)
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DEEPINFER_MODEL="$repo/models/demo"
+export DEEPINFER_MODEL="${DEEPINFER_TEST_MODEL:-$repo/models/demo}"  # the demo model (its installed copy: install_test.sh)
 export DEEPINFER_CLI="$prefix/bin/deepinfer"
 export DEEPINFER_INCLUDE_DIR
 DEEPINFER_INCLUDE_DIR=$(pkg-config --variable=includedir deepinfer)

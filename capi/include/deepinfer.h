@@ -566,8 +566,9 @@ DI_API di_error *di_grammar_validate(di_grammar_kind kind, const char *spec, siz
                                      uint32_t max_whitespace_run);
 DI_API void di_grammar_free(di_grammar *grammar);
 /* Constrains generations started with these parameters (the grammar is referenced, not copied).
- * NULL removes the constraint. The grammar must be compiled for the generating engine's vocabulary
- * (else DI_ERR_INVALID_ARGUMENT at di_session_generate). */
+ * NULL removes the constraint. The grammar must be compiled for the vocabulary of the engine that
+ * generates: by any engine (or di_grammar_compile_for_tokenizer) with the same tokenizer, vocabulary
+ * size and end-of-sequence tokens (else DI_ERR_INVALID_ARGUMENT at di_session_generate). */
 DI_API di_error *di_sampling_set_grammar(di_sampling *sp, const di_grammar *grammar);
 /* The grammar attached to the parameters as a new handle (the caller frees it), or NULL. */
 DI_API di_error *di_sampling_get_grammar(const di_sampling *sp, di_grammar **out);

@@ -328,8 +328,9 @@ class Backend {
   }
 };
 
-// The CPU reference backend (fp32, batch-invariant products, a thread pool).
-std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+// The CPU reference backend (fp32, batch-invariant products, a thread pool of n_threads; 0: one
+// per hardware thread). Fails when the threads cannot be started (ThreadPool::create).
+Result<std::unique_ptr<Backend>> make_cpu_backend(int n_threads = 0);
 
 // The CUDA backend (bf16 weights, fp32 activations and accumulation), from the backend module
 // loaded at run time (libdeepinfer-cuda.so.0; cuda_loader.cpp): `module_path` names the module file,

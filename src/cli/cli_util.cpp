@@ -1,5 +1,7 @@
 #include "cli/cli_util.h"
 
+#include "util/file_reading.h"
+
 #include <chrono>
 #include <filesystem>
 #include <cstdlib>
@@ -29,25 +31,12 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std:
   return ids;
 }
 
-Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return make_error(Code::kNotFound, "cannot read {}", path);
-  // A FIFO would block and a device (/dev/zero) never end: only regular files are read whole.
-  if (!std::filesystem::is_regular_file(status)) return make_error(Code::kInvalidArgument, "{} is not a regular file", path);
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error(Code::kIo, "cannot read {}: {}", path, ec.message());
-  if (size > max_bytes) return make_error(Code::kCapacity, "{} has {} bytes, more than the {} this command reads", path, size, max_bytes);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Code::kNotFound, "cannot read {}", path);
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (!in) return make_error(Code::kIo, "cannot read {}", path);
-  return text;
+Result<std::string> read_input_file(const std::string& path) {
+  return read_whole_file(path, FileLimits{256ull << 20, Code::kInvalidArgument, /*allow_pipes=*/true});
 }
 
 Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
-  DI_TRY(text, read_small_file(path));
+  DI_TRY(text, read_input_file(path));
   return parse_token_ids(text, path);
 }
 

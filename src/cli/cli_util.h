@@ -13,8 +13,9 @@ namespace deepinfer::cli {
 
 // Prints "deepinfer: <code>: <message>" to stderr for an error; returns the process exit code.
 int report(const Result<void>& r);
-// A regular file read whole (FIFOs and devices are refused; kCapacity beyond max_bytes).
-Result<std::string> read_small_file(const std::string& path, size_t max_bytes = size_t(1) << 30);
+// A file named on the command line (prompt, ids, schema, text): a regular file or a pipe, at most
+// 256 MiB (a device such as /dev/zero is refused instead of read for ever).
+Result<std::string> read_input_file(const std::string& path);
 Result<std::vector<int32_t>> read_token_ids(const std::string& path);
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, const std::string& source);
 // key=value pairs of $DEEPINFER_OPTIONS ("key=value,..."): how the command line takes engine and

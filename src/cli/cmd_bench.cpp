@@ -154,104 +154,209 @@ class Bench {
     DI_TRY(runner, ModelRunner::create(model_, be_, ro));
     std::fprintf(stderr, "decode at context %d: state for %d x %lld tokens\n", context, max_b, static_cast<long long>(ro.max_context));
 
-    std::vector<DecodeRow> rows;
-    std::vector<std::pair<int, std::vector<OpTime>>> profiles;
-    struct Compare {
-      int batch;
-      const Knob* knob;
-      double before_sum, now_sum, before_tpot, now_tpot;
-    };
-    std::vector<Compare> compares;
+    DecodeRuns runs;
     for (int B : a_.batch_sizes) {
-      DecodeRow row;
-      row.batch = B;
       if (over_budget()) {
-        rows.push_back(row);
+        DecodeRow row;
+        row.batch = B;
+        runs.rows.push_back(row);
         continue;
       }
-      std::vector<int32_t> seqs;
-      for (int i = 0; i < B; ++i) {
-        DI_TRY(id, runner->open_sequence());
-        DI_TRYV(runner->set_synthetic_length(id, context));
-        seqs.push_back(id);
-      }
-      DI_TRYV(be_.randomize_state(a_.seed + static_cast<uint64_t>(B)));
-      bool greedy = false;  // steps end with the best token of each row (ModelRunner::step_greedy)
-      auto step = [&]() -> Result<double> {
-        std::vector<int32_t> ids = random_ids(seqs.size());
-        std::vector<ModelRunner::Feed> feeds;
-        for (size_t i = 0; i < seqs.size(); ++i) feeds.push_back({seqs[i], &ids[i], 1, ForwardBatch::Logits::kLast});
-        const auto t = Clock::now();
-        if (greedy) {
-          DI_TRYV(runner->step_greedy(feeds));
-        } else {
-          DI_TRYV(runner->step(feeds));
-        }
-        DI_TRYV(be_.finish());
-        return seconds_since(t) * 1e3;
-      };
-      auto mean_of = [&](int n) -> Result<double> {
-        double sum = 0;
-        for (int i = 0; i < n; ++i) {
-          DI_TRY(ms, step());
-          sum += ms;
-        }
-        return n > 0 ? sum / n : 0.0;
-      };
-      model_.set_logits_to_host(false);
-      // Eager (every op launched from the host) for comparison, then graph replays.
-      be_.set_graphs(false);
-      DI_TRYV(mean_of(1));
-      DI_TRY(eager, mean_of(a_.eager_steps));
-      row.eager_ms = eager;
-      be_.set_graphs(!a_.no_graphs);
-      DI_TRYV(mean_of(a_.warmup));
-      DI_TRY(tpot, mean_of(a_.output_len));
-      row.tpot_ms = tpot;
-      // The same steps with the logits copied to the host, as the engine's sampler needs them today.
-      model_.set_logits_to_host(true);
-      DI_TRYV(mean_of(a_.host_logit_steps > 0 ? 1 : 0));  // the first allocates the page-locked memory
-      DI_TRY(with_host, mean_of(a_.host_logit_steps));
-      row.host_logits_ms = a_.host_logit_steps > 0 ? with_host - tpot : 0;
-      model_.set_logits_to_host(false);
-      // Greedy decoding's steps: the argmax on the device and one id per row back (graphs of their own).
-      greedy = true;
-      DI_TRYV(mean_of(a_.host_logit_steps > 0 ? 2 : 0));
-      DI_TRY(with_greedy, mean_of(a_.host_logit_steps));
-      row.greedy_ms = a_.host_logit_steps > 0 ? with_greedy - tpot : 0;
-      greedy = false;
-      row.bytes = cost_.decode_bytes(B, context + a_.eager_steps + a_.warmup + a_.output_len / 2);
-      row.done = true;
-      rows.push_back(row);
-      std::fprintf(stderr, "  batch %d: %.3f ms/token (eager %.3f)\n", B, row.tpot_ms, row.eager_ms);
-
-      if (a_.breakdown && std::find(a_.breakdown_batches.begin(), a_.breakdown_batches.end(), B) != a_.breakdown_batches.end()) {
-        be_.set_op_profiling(true);
-        DI_TRYV(step());
-        DI_TRY(prof, be_.take_op_profile());
-        profiles.emplace_back(B, std::move(prof));
-        if (a_.compare) {
-          // Each option off its default, one at a time.
-          for (const Knob& k : knobs_) {
-            // The graph TPOT then (set_options dropped the graphs: warm up to re-capture; the warm-up
-            // also keeps first-launch costs out of the profile), then its profile.
-            be_.set_op_profiling(false);
-            if (!set_knob(k.option, k.before)) continue;
-            DI_TRYV(mean_of(a_.warmup));
-            DI_TRY(tpot1, mean_of(a_.output_len));
-            be_.set_op_profiling(true);
-            DI_TRYV(step());
-            DI_TRY(prof1, be_.take_op_profile());
-            set_knob(k.option, k.now);
-            compares.push_back({B, &k, sum_ms(prof1), sum_ms(profiles.back().second), tpot1, row.tpot_ms});
-          }
-        }
-        be_.set_op_profiling(false);
-      }
-      for (int32_t id : seqs) runner->close_sequence(id);
+      DI_TRYV(decode_batch(*runner, B, context, runs));
     }
     model_.set_logits_to_host(true);
+    report_decode(context, runs.rows);
+    report_decode_profiles(context, runs);
+    return ok();
+  }
 
+  // Prefill of B sequences of `context` tokens, in forwards of at most prefill_chunk tokens.
+  Result<void> prefill(int context) {
+    std::vector<int> bs;
+    for (int B : a_.batch_sizes)
+      if (static_cast<int64_t>(B) * context <= std::max<int64_t>(a_.prefill_max_tokens, context)) bs.push_back(B);
+    if (bs.empty()) bs.push_back(1);
+    const int max_b = *std::max_element(bs.begin(), bs.end());
+    RunnerOptions ro;
+    ro.max_sequences = max_b + 1;
+    ro.max_context = context;
+    ro.graphs = !a_.no_graphs;
+    DI_TRY(runner, ModelRunner::create(model_, be_, ro));
+    std::fprintf(stderr, "prefill at context %d\n", context);
+    model_.set_logits_to_host(false);
+    DI_TRYV(warm_up_prefill(*runner, context));
+    rep_.line("### Prefill at context %d", context);
+    rep_.blank();
+    rep_.line("B sequences of %d prompt tokens, processed as the engine's chunked prefill does: forwards of at most %d tokens "
+              "(sequences packed), logits of each prompt's last token; the median of three runs, each with new prompts. FLOPs: projections, mixes, router, shared + %d routed "
+              "experts, attention over the visible keys, the indexer's scores, the LM head (model_cost.h). Batches above %lld "
+              "tokens are not run: their forwards are the same full chunks.",
+              context, a_.prefill_chunk, model_.config().experts_per_token, static_cast<long long>(a_.prefill_max_tokens));
+    rep_.blank();
+    rep_.line("| batch | tokens | forwards | time s | tokens/s | TTFT ms (last sequence) | TFLOP/s | fraction of bf16 matrix rate |");
+    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (int B : bs) {
+      if (over_budget()) {
+        rep_.line("| %d | (skipped: time budget) | | | | | | |", B);
+        continue;
+      }
+      DI_TRY(t, time_prefill(*runner, B, context));
+      const double tokens = static_cast<double>(B) * context;
+      char frac[32] = "n/a";
+      if (ceil_.bf16_flops > 0) std::snprintf(frac, sizeof frac, "%.1f%%", 100.0 * t.flops / t.seconds / ceil_.bf16_flops);
+      rep_.line("| %d | %.0f | %d | %.3f | %.0f | %.1f | %.1f | %s |", B, tokens, t.forwards, t.seconds, tokens / t.seconds,
+                t.seconds * 1e3, t.flops / t.seconds / 1e12, frac);
+      prefill_results_.push_back({context, B, tokens / t.seconds, ceil_.bf16_flops > 0 ? t.flops / t.seconds / ceil_.bf16_flops : 0});
+      std::fprintf(stderr, "  batch %d: %.0f tokens/s (median of %d)\n", B, tokens / t.seconds, t.runs);
+    }
+    rep_.blank();
+    if (a_.breakdown && !over_budget()) {
+      DI_TRYV(prefill_breakdown(*runner, context));
+    }
+    model_.set_logits_to_host(true);
+    return ok();
+  }
+
+  void summary() {
+    rep_.line("### Against the targets");
+    rep_.blank();
+    rep_.line("| figure | measured | floor or ceiling | ratio | target |");
+    rep_.line("|---|---:|---:|---:|---|");
+    for (const auto& [ctx, r] : decode_results_) {
+      if (r.batch != 1 && r.batch != 64) continue;
+      if (ceil_.copy_bytes_per_s <= 0) continue;
+      const double floor_ms = r.bytes.total() / ceil_.copy_bytes_per_s * 1e3;
+      rep_.line("| batch-%d decode TPOT, context %d | %.3f ms | %.3f ms | %.2fx | <= %s |", r.batch, ctx, r.tpot_ms, floor_ms,
+                r.tpot_ms / floor_ms, r.batch == 1 ? "1.5x" : "1.6x");
+    }
+    for (const auto& p : prefill_results_)
+      if (p.fraction > 0)
+        rep_.line("| prefill, batch %d, context %d | %.0f tokens/s | | %.1f%% of the bf16 matrix rate | >= 40%% |", p.batch, p.context,
+                  p.tokens_per_s, 100 * p.fraction);
+    rep_.blank();
+  }
+
+ private:
+  // A knob compared off its default at one batch size: the step's op sums and graph TPOTs.
+  struct Compare {
+    int batch;
+    const Knob* knob;
+    double before_sum, now_sum, before_tpot, now_tpot;
+  };
+  // What the decode sweep of one context measured.
+  struct DecodeRuns {
+    std::vector<DecodeRow> rows;
+    std::vector<std::pair<int, std::vector<OpTime>>> profiles;  // by batch size
+    std::vector<Compare> compares;
+  };
+  // Timed decode steps of a set of sequences, one token each.
+  struct DecodeSteps {
+    Bench& bench;
+    ModelRunner& runner;
+    std::vector<int32_t> seqs;
+    bool greedy = false;  // steps end with the best token of each row (ModelRunner::step_greedy)
+
+    // One step's wall time (ms), the backend finished.
+    Result<double> step() {
+      std::vector<int32_t> ids = bench.random_ids(seqs.size());
+      std::vector<ModelRunner::Feed> feeds;
+      for (size_t i = 0; i < seqs.size(); ++i) feeds.push_back({seqs[i], &ids[i], 1, ForwardBatch::Logits::kLast});
+      const auto t = Clock::now();
+      if (greedy) {
+        DI_TRYV(runner.step_greedy(feeds));
+      } else {
+        DI_TRYV(runner.step(feeds));
+      }
+      DI_TRYV(bench.be_.finish());
+      return seconds_since(t) * 1e3;
+    }
+    Result<double> mean_of(int n) {
+      double sum = 0;
+      for (int i = 0; i < n; ++i) {
+        DI_TRY(ms, step());
+        sum += ms;
+      }
+      return n > 0 ? sum / n : 0.0;
+    }
+  };
+  // A prefill of B prompts: the median wall time of its runs, its forwards and FLOPs.
+  struct PrefillTime {
+    double seconds = 0, flops = 0;
+    int forwards = 0, runs = 0;
+  };
+
+  // The decode row of batch B (eager, graph replay, logits to the host, greedy), then its breakdown.
+  Result<void> decode_batch(ModelRunner& runner, int B, int context, DecodeRuns& runs) {
+    DecodeRow row;
+    row.batch = B;
+    DecodeSteps steps{*this, runner, {}};
+    for (int i = 0; i < B; ++i) {
+      DI_TRY(id, runner.open_sequence());
+      DI_TRYV(runner.set_synthetic_length(id, context));
+      steps.seqs.push_back(id);
+    }
+    DI_TRYV(be_.randomize_state(a_.seed + static_cast<uint64_t>(B)));
+    model_.set_logits_to_host(false);
+    // Eager (every op launched from the host) for comparison, then graph replays.
+    be_.set_graphs(false);
+    DI_TRYV(steps.mean_of(1));
+    DI_TRY(eager, steps.mean_of(a_.eager_steps));
+    row.eager_ms = eager;
+    be_.set_graphs(!a_.no_graphs);
+    DI_TRYV(steps.mean_of(a_.warmup));
+    DI_TRY(tpot, steps.mean_of(a_.output_len));
+    row.tpot_ms = tpot;
+    // The same steps with the logits copied to the host, as the engine's sampler needs them today.
+    model_.set_logits_to_host(true);
+    DI_TRYV(steps.mean_of(a_.host_logit_steps > 0 ? 1 : 0));  // the first allocates the page-locked memory
+    DI_TRY(with_host, steps.mean_of(a_.host_logit_steps));
+    row.host_logits_ms = a_.host_logit_steps > 0 ? with_host - tpot : 0;
+    model_.set_logits_to_host(false);
+    // Greedy decoding's steps: the argmax on the device and one id per row back (graphs of their own).
+    steps.greedy = true;
+    DI_TRYV(steps.mean_of(a_.host_logit_steps > 0 ? 2 : 0));
+    DI_TRY(with_greedy, steps.mean_of(a_.host_logit_steps));
+    row.greedy_ms = a_.host_logit_steps > 0 ? with_greedy - tpot : 0;
+    steps.greedy = false;
+    row.bytes = cost_.decode_bytes(B, context + a_.eager_steps + a_.warmup + a_.output_len / 2);
+    row.done = true;
+    runs.rows.push_back(row);
+    std::fprintf(stderr, "  batch %d: %.3f ms/token (eager %.3f)\n", B, row.tpot_ms, row.eager_ms);
+
+    if (a_.breakdown && std::find(a_.breakdown_batches.begin(), a_.breakdown_batches.end(), B) != a_.breakdown_batches.end()) {
+      DI_TRYV(decode_breakdown(steps, B, row.tpot_ms, runs));
+    }
+    for (int32_t id : steps.seqs) runner.close_sequence(id);
+    return ok();
+  }
+
+  // One profiled eager step of batch B; with --compare, each option off its default.
+  Result<void> decode_breakdown(DecodeSteps& steps, int B, double tpot_ms, DecodeRuns& runs) {
+    be_.set_op_profiling(true);
+    DI_TRYV(steps.step());
+    DI_TRY(prof, be_.take_op_profile());
+    runs.profiles.emplace_back(B, std::move(prof));
+    if (a_.compare) {
+      // Each option off its default, one at a time.
+      for (const Knob& k : knobs_) {
+        // The graph TPOT then (set_options dropped the graphs: warm up to re-capture; the warm-up
+        // also keeps first-launch costs out of the profile), then its profile.
+        be_.set_op_profiling(false);
+        if (!set_knob(k.option, k.before)) continue;
+        DI_TRYV(steps.mean_of(a_.warmup));
+        DI_TRY(tpot1, steps.mean_of(a_.output_len));
+        be_.set_op_profiling(true);
+        DI_TRYV(steps.step());
+        DI_TRY(prof1, be_.take_op_profile());
+        set_knob(k.option, k.now);
+        runs.compares.push_back({B, &k, sum_ms(prof1), sum_ms(runs.profiles.back().second), tpot1, tpot_ms});
+      }
+    }
+    be_.set_op_profiling(false);
+    return ok();
+  }
+
+  void report_decode(int context, const std::vector<DecodeRow>& rows) {
     rep_.line("### Decode at context %d", context);
     rep_.blank();
     rep_.line("Each sequence holds %d tokens of synthetic context; a step decodes one token per sequence. TPOT: mean over %d "
@@ -284,8 +389,10 @@ class Bench {
       decode_results_.push_back({context, r});
     }
     rep_.blank();
+  }
 
-    for (const auto& [B, prof] : profiles) {
+  void report_decode_profiles(int context, const DecodeRuns& runs) {
+    for (const auto& [B, prof] : runs.profiles) {
       if (prof.empty()) {
         rep_.line("(%s keeps no per-op timings: no breakdown for batch %d.)", be_.name().c_str(), B);
         rep_.blank();
@@ -307,7 +414,7 @@ class Bench {
         rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
                   total > 0 ? 100.0 * prof[i].ms / total : 0.0);
       bool first = true;
-      for (const Compare& cmp : compares)
+      for (const Compare& cmp : runs.compares)
         if (cmp.batch == B) {
           if (first) {
             rep_.blank();
@@ -322,175 +429,122 @@ class Bench {
         }
       rep_.blank();
     }
-    return ok();
   }
 
-  // Prefill of B sequences of `context` tokens, in forwards of at most prefill_chunk tokens.
-  Result<void> prefill(int context) {
-    std::vector<int> bs;
-    for (int B : a_.batch_sizes)
-      if (static_cast<int64_t>(B) * context <= std::max<int64_t>(a_.prefill_max_tokens, context)) bs.push_back(B);
-    if (bs.empty()) bs.push_back(1);
-    const int max_b = *std::max_element(bs.begin(), bs.end());
-    RunnerOptions ro;
-    ro.max_sequences = max_b + 1;
-    ro.max_context = context;
-    ro.graphs = !a_.no_graphs;
-    DI_TRY(runner, ModelRunner::create(model_, be_, ro));
-    std::fprintf(stderr, "prefill at context %d\n", context);
-    model_.set_logits_to_host(false);
-    // Warm-up: a whole prompt of `context` tokens, twice. The first grows the backend's scratch
-    // arena chunk by chunk (a later chunk sees more context: the indexer's scores grow with it); the
-    // second merges the chunks (a device sync, cudaFree and cudaMalloc: ~10 ms at an 8192-token
-    // forward of V4-Flash-4L), which would otherwise land in the timed forwards.
+  // Warm-up: a whole prompt of `context` tokens, twice. The first grows the backend's scratch
+  // arena chunk by chunk (a later chunk sees more context: the indexer's scores grow with it); the
+  // second merges the chunks (a device sync, cudaFree and cudaMalloc: ~10 ms at an 8192-token
+  // forward of V4-Flash-4L), which would otherwise land in the timed forwards.
+  Result<void> warm_up_prefill(ModelRunner& runner, int context) {
     for (int warm = 0; warm < 2; ++warm) {
-      DI_TRY(id, runner->open_sequence());
+      DI_TRY(id, runner.open_sequence());
       std::vector<int32_t> ids = random_ids(static_cast<size_t>(context));
       for (int done = 0; done < context;) {
         const int n = std::min(context - done, a_.prefill_chunk);
-        DI_TRYV(runner->step({{id, ids.data() + done, n, done + n == context ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone}}));
+        DI_TRYV(runner.step({{id, ids.data() + done, n, done + n == context ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone}}));
         done += n;
       }
       DI_TRYV(be_.finish());
-      runner->close_sequence(id);
+      runner.close_sequence(id);
     }
-    rep_.line("### Prefill at context %d", context);
-    rep_.blank();
-    rep_.line("B sequences of %d prompt tokens, processed as the engine's chunked prefill does: forwards of at most %d tokens "
-              "(sequences packed), logits of each prompt's last token; the median of three runs, each with new prompts. FLOPs: projections, mixes, router, shared + %d routed "
-              "experts, attention over the visible keys, the indexer's scores, the LM head (model_cost.h). Batches above %lld "
-              "tokens are not run: their forwards are the same full chunks.",
-              context, a_.prefill_chunk, model_.config().experts_per_token, static_cast<long long>(a_.prefill_max_tokens));
-    rep_.blank();
-    rep_.line("| batch | tokens | forwards | time s | tokens/s | TTFT ms (last sequence) | TFLOP/s | fraction of bf16 matrix rate |");
-    rep_.line("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (int B : bs) {
-      if (over_budget()) {
-        rep_.line("| %d | (skipped: time budget) | | | | | | |", B);
-        continue;
-      }
-      // Three runs, each with new prompts (new routing: an arena high-water mark or a new product
-      // shape costs host time once, not in steady state); the median is reported.
-      std::vector<double> times;
-      int forwards = 0;
-      double flops = 0;
-      for (int rep = 0; rep < 3 && (rep == 0 || !over_budget()); ++rep) {
-        std::vector<int32_t> seqs;
-        std::vector<std::vector<int32_t>> prompts;
-        for (int i = 0; i < B; ++i) {
-          DI_TRY(id, runner->open_sequence());
-          seqs.push_back(id);
-          prompts.push_back(random_ids(static_cast<size_t>(context)));
-        }
-        std::vector<int> done(B, 0);
-        forwards = 0;
-        flops = 0;
-        const auto t = Clock::now();
-        for (int next = 0; next < B;) {
-          std::vector<ModelRunner::Feed> feeds;
-          int budget = a_.prefill_chunk;
-          for (int i = next; i < B && budget > 0; ++i) {
-            const int n = std::min(budget, context - done[i]);
-            const bool last = done[i] + n == context;
-            feeds.push_back({seqs[i], prompts[i].data() + done[i], n, last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone});
-            for (int p = done[i]; p < done[i] + n; ++p) flops += cost_.token_flops(p);
-            if (last) flops += cost_.head_flops();
-            done[i] += n;
-            budget -= n;
-          }
-          DI_TRYV(runner->step(feeds));
-          ++forwards;
-          while (next < B && done[next] == context) ++next;
-        }
-        DI_TRYV(be_.finish());
-        times.push_back(seconds_since(t));
-        for (int32_t id : seqs) runner->close_sequence(id);
-      }
-      std::sort(times.begin(), times.end());
-      const double s = times[times.size() / 2];
-      const double tokens = static_cast<double>(B) * context;
-      char frac[32] = "n/a";
-      if (ceil_.bf16_flops > 0) std::snprintf(frac, sizeof frac, "%.1f%%", 100.0 * flops / s / ceil_.bf16_flops);
-      rep_.line("| %d | %.0f | %d | %.3f | %.0f | %.1f | %.1f | %s |", B, tokens, forwards, s, tokens / s, s * 1e3,
-                flops / s / 1e12, frac);
-      prefill_results_.push_back({context, B, tokens / s, ceil_.bf16_flops > 0 ? flops / s / ceil_.bf16_flops : 0});
-      std::fprintf(stderr, "  batch %d: %.0f tokens/s (median of %zu)\n", B, tokens / s, times.size());
-    }
-    rep_.blank();
-    if (a_.breakdown && !over_budget()) {
-      // The last chunk of one prompt (the most context), after a synthetic context.
-      const int n = std::min(context, a_.prefill_chunk);
-      std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
-      auto profile_chunk = [&]() -> Result<std::vector<OpTime>> {
-        DI_TRY(id, runner->open_sequence());
-        DI_TRYV(runner->set_synthetic_length(id, context - n));
-        DI_TRYV(be_.randomize_state(a_.seed + 99));
-        be_.set_op_profiling(true);
-        auto stepped = runner->step({{id, ids.data(), n, ForwardBatch::Logits::kLast}});
-        auto prof = be_.take_op_profile();
-        be_.set_op_profiling(false);
-        runner->close_sequence(id);
-        DI_TRYV(stepped);
-        return prof;
-      };
-      // Profiled twice: the first forward of a profile still pays first-use costs (cuBLAS picks
-      // kernels for the new expert-slab shapes).
-      if (auto warm = profile_chunk(); !warm) return warm.error();
-      DI_TRY(prof, profile_chunk());
-      if (!prof.empty()) {
-        const double total = sum_ms(prof);
-        double flops = cost_.head_flops();
-        for (int p = context - n; p < context; ++p) flops += cost_.token_flops(p);
-        rep_.line("#### Per-op device time of one prefill forward: %d tokens at positions %d..%d", n, context - n, context - 1);
-        rep_.blank();
-        rep_.line("Sum %.3f ms (%.0f tokens/s, %.1f TFLOP/s).", total, n / (total * 1e-3), flops / (total * 1e-3) / 1e12);
-        rep_.blank();
-        rep_.line("| op | calls | ms | share |");
-        rep_.line("|---|---:|---:|---:|");
-        for (size_t i = 0; i < std::min<size_t>(prof.size(), 15); ++i)
-          rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
-                    100.0 * prof[i].ms / total);
-        rep_.blank();
-        if (a_.compare) {
-          rep_.line("Backend options off their defaults (one at a time, same forward):");
-          rep_.blank();
-          rep_.line("| option | forward sum then | forward sum default |");
-          rep_.line("|---|---:|---:|");
-          for (const Knob& k : knobs_) {
-            if (over_budget() || !set_knob(k.option, k.before)) continue;
-            auto before = profile_chunk();
-            set_knob(k.option, k.now);
-            DI_TRYV(before);
-            rep_.line("| %s=%s | %.3f | %.3f |", k.option.c_str(), k.before.c_str(), sum_ms(before.value()), total);
-          }
-          rep_.blank();
-        }
-      }
-    }
-    model_.set_logits_to_host(true);
     return ok();
   }
 
-  void summary() {
-    rep_.line("### Against the targets");
-    rep_.blank();
-    rep_.line("| figure | measured | floor or ceiling | ratio | target |");
-    rep_.line("|---|---:|---:|---:|---|");
-    for (const auto& [ctx, r] : decode_results_) {
-      if (r.batch != 1 && r.batch != 64) continue;
-      if (ceil_.copy_bytes_per_s <= 0) continue;
-      const double floor_ms = r.bytes.total() / ceil_.copy_bytes_per_s * 1e3;
-      rep_.line("| batch-%d decode TPOT, context %d | %.3f ms | %.3f ms | %.2fx | <= %s |", r.batch, ctx, r.tpot_ms, floor_ms,
-                r.tpot_ms / floor_ms, r.batch == 1 ? "1.5x" : "1.6x");
+  // Three runs, each with new prompts (new routing: an arena high-water mark or a new product
+  // shape costs host time once, not in steady state); the median is reported.
+  Result<PrefillTime> time_prefill(ModelRunner& runner, int B, int context) {
+    std::vector<double> times;
+    PrefillTime out;
+    for (int run = 0; run < 3 && (run == 0 || !over_budget()); ++run) {
+      std::vector<int32_t> seqs;
+      std::vector<std::vector<int32_t>> prompts;
+      for (int i = 0; i < B; ++i) {
+        DI_TRY(id, runner.open_sequence());
+        seqs.push_back(id);
+        prompts.push_back(random_ids(static_cast<size_t>(context)));
+      }
+      std::vector<int> done(B, 0);
+      out.forwards = 0;
+      out.flops = 0;
+      const auto t = Clock::now();
+      for (int next = 0; next < B;) {
+        std::vector<ModelRunner::Feed> feeds;
+        int budget = a_.prefill_chunk;
+        for (int i = next; i < B && budget > 0; ++i) {
+          const int n = std::min(budget, context - done[i]);
+          const bool last = done[i] + n == context;
+          feeds.push_back({seqs[i], prompts[i].data() + done[i], n, last ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone});
+          for (int p = done[i]; p < done[i] + n; ++p) out.flops += cost_.token_flops(p);
+          if (last) out.flops += cost_.head_flops();
+          done[i] += n;
+          budget -= n;
+        }
+        DI_TRYV(runner.step(feeds));
+        ++out.forwards;
+        while (next < B && done[next] == context) ++next;
+      }
+      DI_TRYV(be_.finish());
+      times.push_back(seconds_since(t));
+      for (int32_t id : seqs) runner.close_sequence(id);
     }
-    for (const auto& p : prefill_results_)
-      if (p.fraction > 0)
-        rep_.line("| prefill, batch %d, context %d | %.0f tokens/s | | %.1f%% of the bf16 matrix rate | >= 40%% |", p.batch, p.context,
-                  p.tokens_per_s, 100 * p.fraction);
-    rep_.blank();
+    std::sort(times.begin(), times.end());
+    out.seconds = times[times.size() / 2];
+    out.runs = static_cast<int>(times.size());
+    return out;
   }
 
- private:
+  // The per-op profile of the last chunk of one prompt (the most context), after a synthetic
+  // context; with --compare, each option off its default.
+  Result<void> prefill_breakdown(ModelRunner& runner, int context) {
+    const int n = std::min(context, a_.prefill_chunk);
+    std::vector<int32_t> ids = random_ids(static_cast<size_t>(n));
+    auto profile_chunk = [&]() -> Result<std::vector<OpTime>> {
+      DI_TRY(id, runner.open_sequence());
+      DI_TRYV(runner.set_synthetic_length(id, context - n));
+      DI_TRYV(be_.randomize_state(a_.seed + 99));
+      be_.set_op_profiling(true);
+      auto stepped = runner.step({{id, ids.data(), n, ForwardBatch::Logits::kLast}});
+      auto prof = be_.take_op_profile();
+      be_.set_op_profiling(false);
+      runner.close_sequence(id);
+      DI_TRYV(stepped);
+      return prof;
+    };
+    // Profiled twice: the first forward of a profile still pays first-use costs (cuBLAS picks
+    // kernels for the new expert-slab shapes).
+    if (auto warm = profile_chunk(); !warm) return warm.error();
+    DI_TRY(prof, profile_chunk());
+    if (prof.empty()) return ok();
+    const double total = sum_ms(prof);
+    double flops = cost_.head_flops();
+    for (int p = context - n; p < context; ++p) flops += cost_.token_flops(p);
+    rep_.line("#### Per-op device time of one prefill forward: %d tokens at positions %d..%d", n, context - n, context - 1);
+    rep_.blank();
+    rep_.line("Sum %.3f ms (%.0f tokens/s, %.1f TFLOP/s).", total, n / (total * 1e-3), flops / (total * 1e-3) / 1e12);
+    rep_.blank();
+    rep_.line("| op | calls | ms | share |");
+    rep_.line("|---|---:|---:|---:|");
+    for (size_t i = 0; i < std::min<size_t>(prof.size(), 15); ++i)
+      rep_.line("| %s | %lld | %.3f | %.1f%% |", prof[i].op.c_str(), static_cast<long long>(prof[i].calls), prof[i].ms,
+                100.0 * prof[i].ms / total);
+    rep_.blank();
+    if (a_.compare) {
+      rep_.line("Backend options off their defaults (one at a time, same forward):");
+      rep_.blank();
+      rep_.line("| option | forward sum then | forward sum default |");
+      rep_.line("|---|---:|---:|");
+      for (const Knob& k : knobs_) {
+        if (over_budget() || !set_knob(k.option, k.before)) continue;
+        auto before = profile_chunk();
+        set_knob(k.option, k.now);
+        DI_TRYV(before);
+        rep_.line("| %s=%s | %.3f | %.3f |", k.option.c_str(), k.before.c_str(), sum_ms(before.value()), total);
+      }
+      rep_.blank();
+    }
+    return ok();
+  }
+
   struct PrefillResult {
     int context, batch;
     double tokens_per_s, fraction;
@@ -513,13 +567,22 @@ class Bench {
 Result<void> run_bench(const BenchArgs& a) {
   Report rep(a.out);
   std::unique_ptr<Backend> backend;
+  auto cpu = [&]() -> Result<void> {
+    DI_TRY(b, make_cpu_backend(a.threads));
+    backend = std::move(b);
+    return ok();
+  };
   if (a.device == "cpu") {
-    backend = make_cpu_backend(a.threads);
+    DI_TRYV(cpu());
   } else {
     auto cuda = make_backend(a.device == "auto" ? "cuda" : a.device);
-    if (cuda) backend = std::move(cuda).value();
-    else if (a.device != "auto") return cuda.error();
-    else backend = make_cpu_backend(a.threads);
+    if (cuda) {
+      backend = std::move(cuda).value();
+    } else if (a.device != "auto") {
+      return cuda.error();
+    } else {
+      DI_TRYV(cpu());
+    }
   }
   std::unique_ptr<DeepseekV4> model;
   const auto t_load = Clock::now();

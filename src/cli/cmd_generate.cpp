@@ -26,7 +26,7 @@ Result<void> run_generate(const GenerateArgs& a) {
   } else {
     std::string prompt = a.prompt;
     if (!a.prompt_file.empty()) {
-      DI_TRY(text, read_small_file(a.prompt_file));
+      DI_TRY(text, read_input_file(a.prompt_file));
       prompt = std::move(text);
     }
     DI_TRYV(check(di_session_add_text(raw, prompt.data(), prompt.size(), a.special ? DI_TEXT_SPECIAL : DI_TEXT_PLAIN)));

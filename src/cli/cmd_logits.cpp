@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/cli_util.h"
 #include "engine/model_runner.h"
+#include "sample/sampler.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -31,6 +32,13 @@ Result<void> run_logits(const LogitsArgs& a) {
   for (size_t s = 0; s < ids.size(); s += chunk) {
     const int32_t n = static_cast<int32_t>(std::min(chunk, ids.size() - s));
     DI_TRY(logits, runner->step({{seq, ids.data() + s, n, ForwardBatch::Logits::kAll}}));
+    // NaN or infinities are the model's fault: an error, not a file of garbage and exit code 0.
+    const size_t vocab = static_cast<size_t>(model->config().vocab_size);
+    for (size_t row = 0; row * vocab < logits.size(); ++row) {
+      if (auto finite = check_model_logits(logits.subspan(row * vocab, vocab)); !finite) {
+        return make_error(finite.error().code, "position {}: {}", s + row, finite.error().message);
+      }
+    }
     out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
   }
   if (!out.flush()) return make_error(Code::kIo, "writing {} failed", a.out);

@@ -8,8 +8,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace deepinfer::cli {
 namespace {
@@ -20,12 +18,9 @@ struct PerplexityArgs {
 };
 
 Result<void> run_perplexity(const PerplexityArgs& a) {
-  std::ifstream in(a.text_file, std::ios::binary);
-  if (!in) return make_error(Code::kNotFound, "cannot read {}", a.text_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  DI_TRY(text, read_input_file(a.text_file));
   DI_TRY(tok, text::Tokenizer::from_file(std::filesystem::path(a.model) / "tokenizer.json"));
-  DI_TRY(ids, tok.encode(ss.str(), text::EncodeMode::kPlainText));
+  DI_TRY(ids, tok.encode(text, text::EncodeMode::kPlainText));
   const size_t w = static_cast<size_t>(a.window);
   if (ids.size() < w) return make_error(Code::kInvalidArgument, "{} has {} tokens, fewer than one window of {}", a.text_file, ids.size(), w);
   DI_TRY(backend, make_backend(a.device));

@@ -30,7 +30,7 @@ Result<abi::Tokenizer> open_tokenizer(const std::string& path) {
 Result<void> run_tokenize(const TokenizeArgs& a, bool from_file) {
   std::string input = a.text;
   if (from_file) {
-    DI_TRY(text, read_small_file(a.text_file));
+    DI_TRY(text, read_input_file(a.text_file));
     input = std::move(text);
   }
   DI_TRY(tok, open_tokenizer(a.tokenizer));

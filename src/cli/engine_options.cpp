@@ -177,7 +177,7 @@ Result<abi::Grammar> EngineOptions::grammar(const di_engine* engine) const {
     spec = regex;
   } else if (!json_schema_file.empty() || !ebnf_file.empty()) {
     kind = json_schema_file.empty() ? DI_GRAMMAR_EBNF : DI_GRAMMAR_JSON_SCHEMA;
-    DI_TRY(text, read_small_file(json_schema_file.empty() ? ebnf_file : json_schema_file));
+    DI_TRY(text, read_input_file(json_schema_file.empty() ? ebnf_file : json_schema_file));
     spec = std::move(text);
   } else {
     return abi::Grammar();

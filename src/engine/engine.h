@@ -1,11 +1,13 @@
 // The Engine: owns the backend, the model, the tokenizer and the model state, and runs the step
 // loop on its own thread. Sessions submit generations; every step batches all live sequences —
 // prefill chunks and decode tokens together — through the scheduler (src/sched), runs one forward,
-// samples and streams events back to the sessions.
+// samples and streams events back to the sessions (EngineCore holds the stages of a step). The step
+// thread knows its requesters only as EventSinks.
 #pragma once
 
 #include "engine/engine_config.h"
 #include "engine/event.h"
+#include "engine/event_sink.h"
 #include "engine/generation_defaults.h"
 #include "grammar/grammar_options.h"
 #include "model/config.h"
@@ -24,12 +26,11 @@ namespace deepinfer {
 
 class Backend;
 class DeepseekV4;
-class MaskWorker;
+class EngineCore;
 class ModelRunner;
 class Session;
-class ThreadPool;
 struct Generation;
-struct EngineLoopState;
+struct StepReport;
 namespace grammar {
 class CompiledGrammar;
 class GrammarCompiler;
@@ -83,6 +84,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // The model's tokenizer; kUnsupported when the model directory has no tokenizer.json.
   Result<const text::Tokenizer*> tokenizer() const;
 
+  // A new session of this engine (defined with Session, in session.cpp).
   Result<std::shared_ptr<Session>> create_session();
   EngineStats stats() const;
 
@@ -92,22 +94,29 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile_grammar(grammar::GrammarKind kind, std::string_view spec,
                                                                           const grammar::GrammarOptions& options);
 
- private:
-  friend class Session;
-  explicit Engine(const EngineConfig& config);
-  Result<void> start();
-  Result<void> open_backend();
   // Shut down, or a fork's child (whose copy of the engine has no threads).
   bool closed() const;
 
-  // From sessions (any thread).
-  Result<void> submit(std::shared_ptr<Session> session, std::vector<int32_t> context, SamplingParams params,
+  // What sessions ask of the engine (any thread). A generation of `context`, its events sent to
+  // `sink` (kept alive until its DONE event is delivered); `owner` names whose resident state it
+  // continues and keeps (a session's id).
+  Result<void> submit(uint64_t owner, std::shared_ptr<EventSink> sink, std::vector<int32_t> context, SamplingParams params,
                       std::shared_ptr<const grammar::CompiledGrammar> grammar);
-  Result<grammar::GrammarCompiler*> grammar_compiler();
-  void release_state(uint64_t session_id);
+  // The owner's resident state is no longer wanted (freed at the next step).
+  void release_state(uint64_t owner);
+  // A sink's cancel_requested() turned true: the step loop looks again.
   void wake();
 
+ private:
+  explicit Engine(const EngineConfig& config);
+  Result<void> start();
+  Result<void> open_backend();
+  Result<grammar::GrammarCompiler*> grammar_compiler();
+
   void loop();
+  // The step's statistics; the books of the sequences and the inbox. Before the step's delivery:
+  // a DONE event is only seen once the statistics no longer count its generation.
+  void update_stats(const StepReport& report);
   // Ends every generation still queued or running as cancelled (after the loop stopped).
   void cancel_all_generations();
 
@@ -126,8 +135,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<DeepseekV4> model_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<MaskWorker> masks_;
-  std::unique_ptr<ThreadPool> sample_pool_;  // the rows of a step are sampled in parallel
   std::mutex grammar_mu_;
   std::unique_ptr<grammar::GrammarCompiler> grammar_compiler_;  // made on first use
 
@@ -141,7 +148,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<uint64_t> releases_;
   EngineStats stats_;
   std::thread thread_;
-  std::unique_ptr<EngineLoopState> loop_;  // step-thread state
+  std::unique_ptr<EngineCore> core_;  // step-thread state
 };
 
 }  // namespace deepinfer

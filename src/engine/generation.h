@@ -1,46 +1,23 @@
-// A generation in flight (engine-thread data): the request as submitted and the state of each of
-// its completions. A completion is one sequence of model state: tokens processed into it, tokens
-// waiting to be processed, and what it has generated.
+// A generation in flight (engine-thread data): the request as submitted, the sink its events go
+// to, and its completions.
 #pragma once
 
+#include "engine/completion.h"
 #include "engine/event.h"
-#include "grammar/matcher.h"
+#include "engine/event_sink.h"
+#include "grammar/compiled_grammar.h"
+#include "sample/logprobs.h"
 #include "sample/sampling_params.h"
-#include "sample/sequence_state.h"
-#include "sample/stop_string_matcher.h"
-#include "text/streaming_detokenizer.h"
 
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <string>
 #include <vector>
 
 namespace deepinfer {
 
-class Session;
-
-struct Completion {
-  int32_t index = 0;
-  int32_t seq = -1;                // runner sequence; -1: none (not started, or preempted)
-  std::vector<int32_t> processed;  // ids in its state, in order
-  std::vector<int32_t> to_feed;    // ids to process next; the last one's logits are sampled from
-  bool decoding = false;           // has sampled at least once
-  std::vector<int32_t> output;
-  std::string text;                // output text emitted so far
-  std::optional<SequenceSamplingState> sampling;
-  std::optional<text::StreamingDetokenizer> detok;
-  std::optional<StopStringMatcher> stops;
-  std::optional<grammar::Matcher> matcher;  // when the generation is constrained
-  std::vector<uint32_t> mask;               // the matcher's allowed tokens for the next sample
-  bool mask_ready = false;
-  bool done = false;
-  FinishReason reason = FinishReason::kStop;
-  std::optional<Error> error;
-};
-
 struct Generation {
-  std::shared_ptr<Session> session;
+  std::shared_ptr<EventSink> sink;  // kept alive until the generation's DONE event is delivered
+  uint64_t owner = 0;               // whose state it continues and keeps (the session's id)
   SamplingParams params;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   uint64_t seed = 0;
@@ -56,6 +33,25 @@ struct Generation {
     for (const auto& c : completions)
       if (!c.done) return false;
     return true;
+  }
+  // Whether completion 0's output joins the owner's context (and its state stays with the owner)
+  // when it ends for `reason`.
+  bool joins_context(FinishReason reason) const {
+    if (reason == FinishReason::kError) return false;
+    return reason != FinishReason::kCancelled || sink->keep_cancelled_output();
+  }
+  // The FINISHED event of completion c.
+  Event finished_event(const Completion& c) const {
+    Event e;
+    e.kind = Event::Kind::kFinished;
+    e.completion = c.index;
+    e.reason = c.reason;
+    e.error = c.error;
+    e.seed = seed;
+    e.prompt_tokens = context.size();
+    e.completion_tokens = c.output.size();
+    e.cached_tokens = c.index == 0 ? cached_tokens : 0;
+    return e;
   }
 };
 

@@ -1,8 +1,19 @@
 #include "engine/mask_worker.h"
 
+#include <exception>
+
 namespace deepinfer {
 
-MaskWorker::MaskWorker(size_t threads) : pool_(threads), thread_([this] { run(); }) {}
+Result<std::unique_ptr<MaskWorker>> MaskWorker::create(size_t threads) {
+  DI_TRY(pool, ThreadPool::create(threads));
+  std::unique_ptr<MaskWorker> worker(new MaskWorker(std::move(pool)));
+  try {
+    worker->thread_ = std::thread([w = worker.get()] { w->run(); });
+  } catch (const std::exception& e) {
+    return make_error(Code::kOutOfMemory, "cannot start the grammar mask thread: {}", e.what());
+  }
+  return worker;
+}
 
 MaskWorker::~MaskWorker() {
   {
@@ -10,7 +21,7 @@ MaskWorker::~MaskWorker() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void MaskWorker::start(std::vector<Job> jobs) {
@@ -38,7 +49,7 @@ void MaskWorker::run() {
       if (stop_) return;
       jobs = jobs_;
     }
-    pool_.parallel_for(jobs.size(), 1, [&](size_t b, size_t e) {
+    pool_->parallel_for(jobs.size(), 1, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         Job& j = jobs[i];
         j.mask->resize(j.matcher->compiled().vocabulary().mask_words());

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,7 +21,9 @@ class MaskWorker {
     std::vector<uint32_t>* mask;  // resized to the vocabulary's mask words
   };
 
-  explicit MaskWorker(size_t threads);
+  // `threads` computing masks (0: one per hardware thread), plus the thread that hands them out. A
+  // thread the system cannot start is an error (ThreadPool::create).
+  static Result<std::unique_ptr<MaskWorker>> create(size_t threads);
   ~MaskWorker();
   MaskWorker(const MaskWorker&) = delete;
   MaskWorker& operator=(const MaskWorker&) = delete;
@@ -31,9 +34,10 @@ class MaskWorker {
   void wait();
 
  private:
+  explicit MaskWorker(std::unique_ptr<ThreadPool> pool) : pool_(std::move(pool)) {}
   void run();
 
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> pool_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Job> jobs_;

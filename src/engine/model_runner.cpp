@@ -5,7 +5,7 @@
 namespace deepinfer {
 
 ModelRunner::ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks)
-    : model_(model), backend_(backend), layout_(std::move(layout)), pool_(slots, blocks) {}
+    : model_(model), backend_(backend), layout_(std::move(layout)), table_(slots, blocks, layout_.block_tokens) {}
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(DeepseekV4& model, Backend& backend, const RunnerOptions& o) {
   if (o.max_sequences <= 0) return make_error(Code::kInvalidArgument, "max_sequences must be positive, got {}", o.max_sequences);
@@ -26,55 +26,45 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(DeepseekV4& model, Back
 }
 
 Result<int32_t> ModelRunner::open_sequence() {
-  DI_TRY(slot, pool_.acquire_slot());
-  backend_.reset_slot(slot);
-  int32_t id = 0;
-  while (id < static_cast<int32_t>(seqs_.size()) && seqs_[id].open) ++id;
-  if (id == static_cast<int32_t>(seqs_.size())) seqs_.emplace_back();
-  seqs_[id] = Sequence{true, slot, 0, {}};
+  DI_TRY(id, table_.open());
+  backend_.reset_slot(table_.slot(id));
   return id;
 }
 
 Result<void> ModelRunner::set_synthetic_length(int32_t id, int32_t n) {
-  if (id < 0 || id >= static_cast<int32_t>(seqs_.size()) || !seqs_[id].open)
-    return make_error(Code::kInternal, "unknown sequence {}", id);
+  if (!table_.is_open(id)) return make_error(Code::kInternal, "unknown sequence {}", id);
   if (n < 0) return make_error(Code::kInvalidArgument, "negative length {}", n);
-  Sequence& s = seqs_[id];
-  DI_TRYV(pool_.grow(s.blocks, layout_.blocks_for(n)));
-  s.length = n;
+  DI_TRYV(table_.reserve(id, n));
+  table_.set_length(id, n);
   return ok();
 }
 
-void ModelRunner::close_sequence(int32_t id) {
-  Sequence& s = seqs_[id];
-  pool_.release(s.blocks);
-  pool_.release_slot(s.slot);
-  s = Sequence{};
-}
+void ModelRunner::close_sequence(int32_t id) { table_.close(id); }
 
 void ModelRunner::reset_sequence(int32_t id) {
-  Sequence& s = seqs_[id];
-  pool_.release(s.blocks);
-  backend_.reset_slot(s.slot);
-  s.length = 0;
+  table_.clear(id);
+  backend_.reset_slot(table_.slot(id));
 }
 
 Result<void> ModelRunner::build_batch(const std::vector<Feed>& feeds) {
   batch_ = ForwardBatch{};
   for (const Feed& f : feeds) {
-    if (f.sequence < 0 || f.sequence >= static_cast<int32_t>(seqs_.size()) || !seqs_[f.sequence].open)
-      return make_error(Code::kInternal, "feed for unknown sequence {}", f.sequence);
-    Sequence& s = seqs_[f.sequence];
-    DI_TRYV(pool_.grow(s.blocks, layout_.blocks_for(static_cast<int64_t>(s.length) + f.n)));
-    batch_.add_sequence(s.slot, s.length, f.ids, f.n, s.blocks, f.logits);
+    if (!table_.is_open(f.sequence)) return make_error(Code::kInternal, "feed for unknown sequence {}", f.sequence);
+    const int32_t length = table_.length(f.sequence);
+    DI_TRYV(table_.reserve(f.sequence, static_cast<int64_t>(length) + f.n));
+    batch_.add_sequence(table_.slot(f.sequence), length, f.ids, f.n, table_.blocks(f.sequence), f.logits);
   }
   return ok();
+}
+
+void ModelRunner::advance(const std::vector<Feed>& feeds) {
+  for (const Feed& f : feeds) table_.set_length(f.sequence, table_.length(f.sequence) + f.n);
 }
 
 Result<std::span<float>> ModelRunner::step(const std::vector<Feed>& feeds) {
   DI_TRYV(build_batch(feeds));
   DI_TRY(logits, model_.forward(batch_));
-  for (const Feed& f : feeds) seqs_[f.sequence].length += f.n;
+  advance(feeds);
   return logits;
 }
 
@@ -82,7 +72,7 @@ Result<std::span<const int32_t>> ModelRunner::step_greedy(const std::vector<Feed
   DI_TRYV(build_batch(feeds));
   batch_.greedy_tokens = true;
   DI_TRY(tokens, model_.forward_greedy(batch_));
-  for (const Feed& f : feeds) seqs_[f.sequence].length += f.n;
+  advance(feeds);
   return tokens;
 }
 

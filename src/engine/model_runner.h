@@ -1,10 +1,10 @@
-// Runs the model for a set of sequences whose state it tracks (slot, block table, length): the one
-// place that turns "these sequences get these tokens" into a ForwardBatch. Used by the engine's step
-// loop and by tools (logits, perplexity). Not thread-safe.
+// Runs the model for a set of sequences whose state it tracks (slot, block table, length: a
+// SequenceTable of src/cache): the one place that turns "these sequences get these tokens" into a
+// ForwardBatch. Used by the engine's step loop and by tools (logits, perplexity). Not thread-safe.
 #pragma once
 
 #include "backend/backend.h"
-#include "cache/state_pool.h"
+#include "cache/sequence_table.h"
 #include "model/deepseek_v4.h"
 #include "util/result.h"
 
@@ -31,9 +31,12 @@ class ModelRunner {
   static Result<std::unique_ptr<ModelRunner>> create(DeepseekV4& model, Backend& backend, const RunnerOptions& options);
 
   const StateLayout& layout() const { return layout_; }
-  StatePool& pool() { return pool_; }
+  const StatePool& pool() const { return table_.pool(); }
+  // The sequences' slots and block tables.
+  SequenceTable& sequences() { return table_; }
+  const SequenceTable& sequences() const { return table_; }
   // Tokens of context the whole block pool holds.
-  int64_t capacity_tokens() const { return static_cast<int64_t>(pool_.n_blocks()) * layout_.block_tokens; }
+  int64_t capacity_tokens() const { return table_.capacity_tokens(); }
 
   // A new, empty sequence (kCapacity when no slot is free).
   Result<int32_t> open_sequence();
@@ -41,11 +44,11 @@ class ModelRunner {
   void close_sequence(int32_t id);
   // Frees its blocks and empties its state but keeps the slot (the sequence restarts at length 0).
   void reset_sequence(int32_t id);
-  int32_t length(int32_t id) const { return seqs_[id].length; }
+  int32_t length(int32_t id) const { return table_.length(id); }
   // Benchmarks: the sequence goes on as if `n` tokens had been processed (its blocks grow to hold
   // them); its state is whatever the backend holds there, e.g. after Backend::randomize_state.
   Result<void> set_synthetic_length(int32_t id, int32_t n);
-  int32_t blocks_held(int32_t id) const { return static_cast<int32_t>(seqs_[id].blocks.size()); }
+  int32_t blocks_held(int32_t id) const { return table_.blocks_held(id); }
 
   struct Feed {
     int32_t sequence = 0;
@@ -64,19 +67,13 @@ class ModelRunner {
  private:
   ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks);
   Result<void> build_batch(const std::vector<Feed>& feeds);
-
-  struct Sequence {
-    bool open = false;
-    int32_t slot = -1;
-    int32_t length = 0;
-    std::vector<int32_t> blocks;
-  };
+  // After a forward: each fed sequence holds its new positions.
+  void advance(const std::vector<Feed>& feeds);
 
   DeepseekV4& model_;
   Backend& backend_;
   StateLayout layout_;
-  StatePool pool_;
-  std::vector<Sequence> seqs_;
+  SequenceTable table_;
   ForwardBatch batch_;
 };
 

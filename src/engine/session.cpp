@@ -19,6 +19,13 @@ Result<void> check_utf8(const char* what, std::string_view s) {
 
 }  // namespace
 
+Result<std::shared_ptr<Session>> Engine::create_session() {
+  if (forked()) return make_error(Code::kClosed, "the engine belongs to the parent of this fork");
+  std::lock_guard lock(mu_);
+  if (closed_) return make_error(Code::kClosed, "the engine was shut down");
+  return std::make_shared<Session>(weak_from_this(), next_session_id_++);
+}
+
 Session::Session(std::weak_ptr<Engine> engine, uint64_t id)
     : engine_(std::move(engine)), id_(id), fork_generation_(fork_generation()) {}
 
@@ -175,7 +182,7 @@ Result<void> Session::generate(const SamplingParams& params, std::shared_ptr<con
   events_.clear();
   cancel_ = false;
   // The engine holds the session until the generation ends.
-  DI_TRYV(engine->submit(shared_from_this(), std::move(context), params, std::move(grammar)));
+  DI_TRYV(engine->submit(id_, shared_from_this(), std::move(context), params, std::move(grammar)));
   generating_ = true;
   return ok();
 }

@@ -1,11 +1,12 @@
 // A session: a context of token ids (or a chat transcript that encodes to one) whose model state
-// the engine keeps between generations, and the stream of events of its current generation.
-// Methods are thread-safe (the C ABI still asks callers to use a session from one thread at a
-// time, except cancel).
+// the engine keeps between generations, and the stream of events of its current generation (the
+// engine's step thread sees it as the EventSink of its generations). Methods are thread-safe (the
+// C ABI still asks callers to use a session from one thread at a time, except cancel).
 #pragma once
 
 #include "engine/event.h"
 #include "engine/event_queue.h"
+#include "engine/event_sink.h"
 #include "grammar/compiled_grammar.h"
 #include "sample/sampling_params.h"
 #include "text/chat.h"
@@ -28,10 +29,10 @@ namespace deepinfer {
 
 class Engine;
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public EventSink, public std::enable_shared_from_this<Session> {
  public:
   Session(std::weak_ptr<Engine> engine, uint64_t id);
-  ~Session();
+  ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -59,7 +60,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<void> set_queue(std::shared_ptr<EventQueue> queue, uint64_t tag);
   // Whether completion 0's output of a cancelled generation joins the context.
   Result<void> set_keep_cancelled_output(bool keep);
-  bool keep_cancelled_output() const { return keep_cancelled_.load(); }
+  bool keep_cancelled_output() const override { return keep_cancelled_.load(); }
   // Cancels and lets the engine release the session's state (the handle is being freed).
   void close();
   // In a fork's child (the engine's threads are the parent's): every call fails with kClosed, and
@@ -67,7 +68,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool forked() const;
 
  private:
-  friend class Engine;
   enum class Mode { kEmpty, kTokens, kChat };
 
   // The context a generation starts from (chat: with the assistant prompt). Caller holds mu_.
@@ -78,12 +78,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void wait_for_callback_locked(std::unique_lock<std::mutex>& lock);
   Result<void> check_idle_locked(const Engine& engine) const;
 
-  // Engine thread: hands over events; `ended` marks the end of the generation (the events end with
-  // its DONE event), when `output` (completion 0's tokens and text, unless they do not join)
-  // joins the context first. Nothing is delivered once the process is exiting.
-  void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output, const std::string* output_text);
-
-  bool cancel_requested() const { return cancel_.load(); }
+  // EventSink (the engine's step thread). Nothing is delivered once the process is exiting.
+  void deliver(std::vector<Event>&& events, bool ended, const std::vector<int32_t>* output,
+               const std::string* output_text) override;
+  bool cancel_requested() const override { return cancel_.load(); }
 
   std::weak_ptr<Engine> engine_;
   const uint64_t id_;

@@ -7,17 +7,20 @@ namespace deepinfer::grammar {
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab, TerminalMaskTable& terminals)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   terminal_masks_.reserve(grammar_.num_terminals());
-  for (uint32_t t = 0; t < grammar_.num_terminals(); ++t) terminal_masks_.push_back(terminals.terminal(grammar_.terminal_ptr(t)));
+  for (uint32_t t = 0; t < grammar_.num_terminals(); ++t) {
+    terminal_masks_.push_back(terminals.terminal(grammar_.terminal_ptr(t), grammar_.counted(t)));
+  }
 }
 
-const CoreMask& CompiledGrammar::core_mask(uint32_t core, uint32_t state, EarleyChart& scratch) const {
-  uint64_t key = static_cast<uint64_t>(core) << 32 | state;
+const CoreMask& CompiledGrammar::core_mask(uint32_t core, uint32_t state, uint32_t count, EarleyChart& scratch) const {
+  const TerminalMasks& masks = *terminal_masks_[grammar_.core_symbol(core)];
+  CoreKey key{core, state, masks.window(count)};
   {
     std::shared_lock lock(core_mutex_);
     auto it = core_masks_.find(key);
     if (it != core_masks_.end()) return *it->second;
   }
-  const TerminalStateMask& tm = terminal_masks_[grammar_.core_symbol(core)]->state_mask(state);
+  const TerminalStateMask& tm = masks.state_mask(state, count);
   auto computed = std::make_unique<CoreMask>(compute_core_mask(core, tm, *vocab_, scratch));
   std::unique_lock lock(core_mutex_);
   auto [it, inserted] = core_masks_.emplace(key, std::move(computed));

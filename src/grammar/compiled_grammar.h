@@ -30,8 +30,9 @@ class CompiledGrammar {
   const Grammar& grammar() const { return grammar_; }
   const TokenVocabulary& vocabulary() const { return *vocab_; }
 
-  // Cached; `scratch` is a chart over this grammar that may be reset.
-  const CoreMask& core_mask(uint32_t core, uint32_t state, EarleyChart& scratch) const;
+  // Cached; `scratch` is a chart over this grammar that may be reset. `count` is the item's count
+  // in a counted terminal (else 0).
+  const CoreMask& core_mask(uint32_t core, uint32_t state, uint32_t count, EarleyChart& scratch) const;
   std::shared_ptr<const TokenSet> find_state_mask(const ChartSignature& sig) const;
   void store_state_mask(const ChartSignature& sig, std::shared_ptr<const TokenSet> mask) const;
 
@@ -45,7 +46,17 @@ class CompiledGrammar {
   std::vector<std::shared_ptr<TerminalMasks>> terminal_masks_;  // per terminal id
 
   mutable std::shared_mutex core_mutex_;
-  mutable std::unordered_map<uint64_t, std::unique_ptr<CoreMask>> core_masks_;
+  struct CoreKey {
+    uint32_t core, state;
+    CountedDfa::Window window;
+    bool operator==(const CoreKey&) const = default;
+  };
+  struct CoreKeyHash {
+    size_t operator()(const CoreKey& k) const {
+      return static_cast<size_t>(((uint64_t{k.core} << 32 | k.state) * 0x9e3779b97f4a7c15ull) ^ (uint64_t{k.window.lo} << 32) ^ k.window.hi);
+    }
+  };
+  mutable std::unordered_map<CoreKey, std::unique_ptr<CoreMask>, CoreKeyHash> core_masks_;
   mutable std::shared_mutex state_mutex_;
   mutable std::unordered_map<ChartSignature, std::shared_ptr<const TokenSet>, SigHash> state_masks_;
   mutable size_t state_mask_bytes_ = 0;

@@ -14,6 +14,13 @@ void walk_exits(const TokenTrie& trie, const std::vector<uint32_t>& exits, Earle
     for (uint32_t i = exit + 1; i < end;) {
       scratch.pop_to(trie.depth(i) - base);
       if (!scratch.push_byte(trie.byte(i))) {
+        // Past the work bound nothing was decided: the whole subtree goes to the run-time check.
+        if (scratch.overflowed()) {
+          for (uint32_t j = i; j < trie.subtree_end(i); ++j) {
+            auto tokens = trie.tokens(j);
+            out.uncertain.insert(out.uncertain.end(), tokens.begin(), tokens.end());
+          }
+        }
         i = trie.subtree_end(i);
         continue;
       }

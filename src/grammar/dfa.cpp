@@ -1,5 +1,7 @@
 #include "grammar/dfa.h"
 
+#include "grammar/compile_budget.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -79,13 +81,16 @@ class SubsetConstruction {
     for (uint32_t id = 1; id < dfa_.num_states(); ++id) {
       const std::vector<uint32_t>& set = sets_[id];
       for (auto& m : moved) m.clear();
+      uint64_t work = dfa_.num_classes;
       for (uint32_t s : set) {
         if (s == kStartMarker) continue;
+        work += nfa_.states[s].size();
         for (const auto& e : nfa_.states[s]) {
           if (e.kind != NfaEdgeKind::kBytes) continue;
           for (uint32_t c = dfa_.byte_class[e.lo]; c <= dfa_.byte_class[e.hi]; ++c) moved[c].push_back(e.target);
         }
       }
+      DI_TRYV(CompileBudget::spend(work));
       for (uint32_t c = 0; c < dfa_.num_classes; ++c) {
         if (moved[c].empty()) continue;
         std::sort(moved[c].begin(), moved[c].end());
@@ -431,6 +436,7 @@ class DfaBuilder {
     DI_TRY(start, intern(a.start_, b.start_));
     r.start = start;
     for (uint32_t i = 1; i < r.num_states(); ++i) {
+      DI_TRYV(CompileBudget::spend(r.num_classes));
       auto [sa, sb] = pairs[i];
       for (uint32_t c = 0; c < r.num_classes; ++c) {
         uint8_t byte = r.class_rep[c];
@@ -438,14 +444,20 @@ class DfaBuilder {
         r.at(i, c) = t;
       }
     }
-    return finish(std::move(r));
+    return checked_finish(std::move(r));
+  }
+
+  // finish() with its minimization charged to the compile budget.
+  static Result<Dfa> checked_finish(RawDfa raw, bool minimize = true) {
+    DI_TRYV(CompileBudget::spend(static_cast<uint64_t>(raw.num_states()) * raw.num_classes * 4));
+    return finish(std::move(raw), minimize);
   }
 };
 
 Result<Dfa> Dfa::from_regex(const Regex& regex, size_t max_states) {
   DI_TRY(nfa, build_nfa(regex, max_states * 8));
   DI_TRY(raw, SubsetConstruction(nfa, max_states).run());
-  return DfaBuilder::finish(std::move(raw));
+  return DfaBuilder::checked_finish(std::move(raw));
 }
 
 Result<Dfa> Dfa::from_function(uint32_t num_states, uint32_t start, const std::function<bool(uint32_t)>& accepting,
@@ -467,7 +479,22 @@ Result<Dfa> Dfa::from_function(uint32_t num_states, uint32_t start, const std::f
     }
   }
   r.start = start;
-  return DfaBuilder::finish(std::move(r));
+  return DfaBuilder::checked_finish(std::move(r));
+}
+
+Result<Dfa> Dfa::from_table(uint32_t num_classes, const std::array<uint8_t, 256>& byte_class, std::vector<uint32_t> table,
+                            std::vector<uint8_t> accepting, uint32_t start) {
+  RawDfa r;
+  r.num_classes = num_classes;
+  r.byte_class = byte_class;
+  for (int b = 255; b >= 0; --b) r.class_rep[byte_class[static_cast<size_t>(b)]] = static_cast<uint8_t>(b);
+  if (table.size() != accepting.size() * num_classes || start >= accepting.size()) {
+    return make_error(Code::kInternal, "from_table: inconsistent tables");
+  }
+  r.table = std::move(table);
+  r.accepting = std::move(accepting);
+  r.start = start;
+  return DfaBuilder::checked_finish(std::move(r));
 }
 
 Result<Dfa> Dfa::intersect(const Dfa& a, const Dfa& b, size_t max_states) {
@@ -524,7 +551,7 @@ Result<Dfa> Dfa::repeat(const Dfa& unit, uint32_t min, uint32_t max, size_t max_
     }
   }
   r.start = id(0, unit.start());
-  return DfaBuilder::finish(std::move(r));
+  return DfaBuilder::checked_finish(std::move(r));
 }
 
 Result<Dfa> Dfa::wrap(uint8_t open, uint8_t close) const {

@@ -27,6 +27,9 @@ class Dfa {
   // From an explicit automaton over states 0..num_states-1 (0 dead): next(s, byte) -> state.
   static Result<Dfa> from_function(uint32_t num_states, uint32_t start, const std::function<bool(uint32_t)>& accepting,
                                    const std::function<uint32_t(uint32_t, uint8_t)>& next);
+  // From explicit tables: table[s * num_classes + byte_class[b]] -> state (0 dead), accepting[s].
+  static Result<Dfa> from_table(uint32_t num_classes, const std::array<uint8_t, 256>& byte_class, std::vector<uint32_t> table,
+                                std::vector<uint8_t> accepting, uint32_t start);
   // Language operations (results are minimal and trimmed).
   static Result<Dfa> intersect(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> subtract(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);

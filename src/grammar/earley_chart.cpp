@@ -17,16 +17,19 @@ inline uint64_t mix64(uint64_t x) {
   return x;
 }
 
-inline uint64_t item_key(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags) {
-  return mix64((static_cast<uint64_t>(core) << 32 | origin) ^ mix64(static_cast<uint64_t>(state) << 1 | flags));
+inline uint64_t item_key(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags, uint32_t count) {
+  return mix64((static_cast<uint64_t>(core) << 32 | origin) ^ mix64((static_cast<uint64_t>(state) << 1 | flags) + (uint64_t{count} << 40)));
 }
 
 }  // namespace
 
 EarleyChart::EarleyChart(const Grammar& grammar) : g_(grammar) {
   core_dfa_.assign(g_.num_cores(), nullptr);
+  core_counted_.assign(g_.num_cores(), nullptr);
   for (uint32_t c = 0; c < g_.num_cores(); ++c) {
-    if (g_.core_kind(c) == CoreKind::kTerminal) core_dfa_[c] = &g_.terminal(g_.core_symbol(c));
+    if (g_.core_kind(c) != CoreKind::kTerminal) continue;
+    core_dfa_[c] = &g_.terminal(g_.core_symbol(c));
+    core_counted_[c] = g_.counted(g_.core_symbol(c)).get();
   }
   slot_item_.assign(64, 0);
   slot_stamp_.assign(64, 0);
@@ -41,12 +44,12 @@ void EarleyChart::begin_set() {
   }
 }
 
-void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags) {
+void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags, uint32_t count) {
   size_t mask = slot_item_.size() - 1;
-  size_t h = item_key(core, origin, state, flags) & mask;
+  size_t h = item_key(core, origin, state, flags, count) & mask;
   while (slot_stamp_[h] == stamp_) {
     const EarleyItem& it = items_[slot_item_[h]];
-    if (it.core == core && it.origin == origin && it.state == state && it.flags == flags) return;
+    if (it.core == core && it.origin == origin && it.state == state && it.flags == flags && it.count == count) return;
     h = (h + 1) & mask;
   }
   if (items_.size() - building_begin_ >= kMaxItemsPerSet) {
@@ -55,16 +58,16 @@ void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t f
   }
   slot_stamp_[h] = stamp_;
   slot_item_[h] = static_cast<uint32_t>(items_.size());
-  items_.push_back({core, origin, state, flags});
-  size_t count = items_.size() - building_begin_;
-  if (count * 2 > slot_item_.size()) {  // grow and rehash the set being built
+  items_.push_back({core, origin, state, flags, count});
+  size_t size = items_.size() - building_begin_;
+  if (size * 2 > slot_item_.size()) {  // grow and rehash the set being built
     size_t n = slot_item_.size() * 2;
     slot_item_.assign(n, 0);
     slot_stamp_.assign(n, 0);
     ++stamp_;
     for (uint32_t i = building_begin_; i < items_.size(); ++i) {
       const EarleyItem& it = items_[i];
-      size_t k = item_key(it.core, it.origin, it.state, it.flags) & (n - 1);
+      size_t k = item_key(it.core, it.origin, it.state, it.flags, it.count) & (n - 1);
       while (slot_stamp_[k] == stamp_) k = (k + 1) & (n - 1);
       slot_stamp_[k] = stamp_;
       slot_item_[k] = i;
@@ -74,6 +77,10 @@ void EarleyChart::add(uint32_t core, uint32_t origin, uint32_t state, uint32_t f
 
 void EarleyChart::add_at(uint32_t core, uint32_t origin, uint32_t flags) {
   const Dfa* d = core_dfa_[core];
+  if (const CountedDfa* cd = core_counted_[core]) {
+    add(core, origin, cd->start(), flags);
+    return;
+  }
   add(core, origin, d ? d->start() : 0, flags);
 }
 
@@ -134,7 +141,7 @@ void EarleyChart::end_set() {
     for (uint32_t i = building_begin_; i < items_.size(); ++i) {
       const EarleyItem& it = items_[i];
       ChartSignature o = it.origin == current ? ChartSignature{1, 2} : signatures_[it.origin];
-      uint64_t base = (static_cast<uint64_t>(it.core) << 32) ^ (static_cast<uint64_t>(it.state) << 1) ^ it.flags;
+      uint64_t base = (static_cast<uint64_t>(it.core) << 32) ^ (static_cast<uint64_t>(it.state) << 1) ^ it.flags ^ mix64(it.count);
       sig.a += mix64(base ^ mix64(o.a));
       sig.b += mix64(mix64(base + 0x5851f42d4c957f2dull) ^ o.b);
     }
@@ -185,6 +192,15 @@ bool EarleyChart::push_byte(uint8_t byte) {
     const EarleyItem it = items_[i];
     const Dfa* d = core_dfa_[it.core];
     if (!d) continue;
+    if (const CountedDfa* cd = core_counted_[it.core]) {
+      uint32_t e = cd->entry(it.state, byte);
+      uint32_t s = e & CountedDfa::kStateMask;
+      uint32_t count = it.count + ((e & CountedDfa::kCountBit) ? 1 : 0);
+      if (s == CountedDfa::kDead || !cd->alive(s, count)) continue;
+      add(it.core, it.origin, s, it.flags, count);
+      if (cd->complete(s, count)) add_at(it.core + 1, it.origin, it.flags);
+      continue;
+    }
     uint32_t s = d->next(it.state, byte);
     if (s == Dfa::kDead) continue;
     add(it.core, it.origin, s, it.flags);

@@ -25,6 +25,7 @@ struct EarleyItem {
   uint32_t origin = 0;  // index of the set where the item's rule started
   uint32_t state = 0;   // DFA state when the core is at a terminal, else 0
   uint32_t flags = 0;
+  uint32_t count = 0;   // code points so far in a counted (length-bounded) terminal, else 0
 };
 
 // 128-bit summary of a set and (recursively) of the sets its items started in. Equal signatures
@@ -71,7 +72,7 @@ class EarleyChart {
  private:
   void begin_set();
   void end_set();
-  void add(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags);
+  void add(uint32_t core, uint32_t origin, uint32_t state, uint32_t flags, uint32_t count = 0);
   // Adds an item with its dot at `core`, starting a terminal's DFA where the dot is at one.
   void add_at(uint32_t core, uint32_t origin, uint32_t flags);
   void close_set();
@@ -80,6 +81,7 @@ class EarleyChart {
 
   const Grammar& g_;
   std::vector<const Dfa*> core_dfa_;  // per core at a terminal
+  std::vector<const CountedDfa*> core_counted_;  // per core at a counted terminal
   bool context_free_ = false;
   std::vector<EarleyItem> items_;
   std::vector<uint32_t> set_begin_;

@@ -1,10 +1,12 @@
 #include "grammar/ebnf_compiler.h"
 
+#include "grammar/compile_budget.h"
 #include "grammar/regex.h"
 #include "grammar/utf8.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,7 +16,8 @@ namespace deepinfer::grammar {
 namespace {
 
 constexpr uint32_t kMaxRepeat = 10000;
-constexpr int kMaxDepth = 200;
+// Nesting limit: recursion stays bounded (a spec at the limit compiles on a 256 KB thread stack).
+constexpr int kMaxDepth = 100;
 
 struct Expr {
   enum class Kind { kAlt, kSeq, kChars, kRef, kRepeat };
@@ -56,14 +59,14 @@ class Parser {
   }
 
  private:
-  Error fail(std::string_view what) const {
+  [[gnu::noinline]] Error fail(std::string_view what) const {
     return make_error(Code::kGrammar, "ebnf: {} at line {}", what, line());
   }
 
+  // Line of pos_, counted incrementally (pos_ only grows): a rescan per rule was quadratic.
   size_t line() const {
-    size_t n = 1;
-    for (size_t i = 0; i < pos_ && i < src_.size(); ++i) n += src_[i] == '\n';
-    return n;
+    for (; line_pos_ < pos_ && line_pos_ < src_.size(); ++line_pos_) line_ += src_[line_pos_] == '\n';
+    return line_;
   }
 
   static bool name_char(char c) {
@@ -131,7 +134,7 @@ class Parser {
     return seq;
   }
 
-  Result<Expr> quantified(Expr item) {
+  [[gnu::noinline]] Result<Expr> quantified(Expr item) {
     while (pos_ < src_.size()) {
       char c = src_[pos_];
       uint32_t lo, hi;
@@ -194,7 +197,20 @@ class Parser {
     return static_cast<uint32_t>(v);
   }
 
+  // Only groups recurse; the other primaries live in simple_primary() so that the recursive
+  // frames stay small (deep nesting must fit a small thread stack).
   Result<Expr> primary(int depth) {
+    if (src_[pos_] != '(') return simple_primary();
+    ++pos_;
+    skip_space();
+    DI_TRY(inner, alternatives(depth + 1));
+    skip_space();
+    if (pos_ >= src_.size() || src_[pos_] != ')') return fail("expected ')'");
+    ++pos_;
+    return inner;
+  }
+
+  [[gnu::noinline]] Result<Expr> simple_primary() {
     char c = src_[pos_];
     Expr e;
     if (c == '"') {
@@ -246,15 +262,6 @@ class Parser {
       e.kind = Expr::Kind::kChars;
       e.regex = re_chars(CodepointSet::all());
       return e;
-    }
-    if (c == '(') {
-      ++pos_;
-      skip_space();
-      DI_TRY(inner, alternatives(depth + 1));
-      skip_space();
-      if (pos_ >= src_.size() || src_[pos_] != ')') return fail("expected ')'");
-      ++pos_;
-      return inner;
     }
     if (name_char(c)) {
       DI_TRY(name, identifier());
@@ -310,10 +317,13 @@ class Parser {
 
   std::string_view src_;
   size_t pos_ = 0;
+  mutable size_t line_ = 1, line_pos_ = 0;
 };
 
-// Lowers parsed rules. Expressions without references to non-regular rules become single
-// terminals; references to regular rules are inlined as regexes.
+// Lowers parsed rules. A rule is regular when it is not recursive and references only regular
+// rules; regular expressions (and references to regular rules) merge into single terminals, up to
+// an inlining depth past which a rule stays a rule. Everything walks the rules with loops in
+// dependency order, so chains of thousands of rules lower in linear time without recursion.
 class Lowering {
  public:
   explicit Lowering(std::vector<RuleDef> defs) : defs_(std::move(defs)) {}
@@ -326,54 +336,122 @@ class Lowering {
     }
     auto root_it = index_.find("root");
     if (root_it == index_.end()) return make_error(Code::kGrammar, "ebnf: no 'root' rule");
-    for (const auto& d : defs_) {
-      DI_TRYV(check_refs(d.body, d.name));
-    }
-    regular_.assign(defs_.size(), kUnknown);
-    for (size_t i = 0; i < defs_.size(); ++i) classify(i);
-    rule_ids_.assign(defs_.size(), UINT32_MAX);
-    for (size_t i = 0; i < defs_.size(); ++i) rule_ids_[i] = builder_.add_rule(defs_[i].name);
+    refs_.resize(defs_.size());
+    depth_.assign(defs_.size(), 0);
     for (size_t i = 0; i < defs_.size(); ++i) {
+      DI_TRYV(collect_refs(defs_[i].body, defs_[i].name, refs_[i]));
+      depth_[i] = expr_depth(defs_[i].body);
+    }
+    classify();
+    rule_ids_.assign(defs_.size(), UINT32_MAX);
+    uint32_t root = rule_id(root_it->second);
+    while (!pending_.empty()) {
+      size_t i = pending_.back();
+      pending_.pop_back();
+      DI_TRYV(CompileBudget::spend(1));
       DI_TRYV(lower_rule(i));
     }
-    return builder_.build(rule_ids_[root_it->second]);
+    return builder_.build(root);
   }
 
  private:
-  enum State : uint8_t { kUnknown, kVisiting, kRegular, kIrregular };
+  // Inlined regular rules nest their expressions into one regex at most this deep.
+  static constexpr uint32_t kMaxInlineDepth = 64;
 
-  Result<void> check_refs(const Expr& e, const std::string& in_rule) {
-    if (e.kind == Expr::Kind::kRef && !index_.count(e.ref)) {
-      return make_error(Code::kGrammar, "ebnf: rule '{}' references undefined rule '{}'", in_rule, e.ref);
+  Result<void> collect_refs(const Expr& e, const std::string& in_rule, std::vector<size_t>& out) {
+    if (e.kind == Expr::Kind::kRef) {
+      auto it = index_.find(e.ref);
+      if (it == index_.end()) return make_error(Code::kGrammar, "ebnf: rule '{}' references undefined rule '{}'", in_rule, e.ref);
+      out.push_back(it->second);
     }
     for (const auto& it : e.items) {
-      DI_TRYV(check_refs(it, in_rule));
+      DI_TRYV(collect_refs(it, in_rule, out));
     }
     return ok();
   }
 
-  // A rule is regular when its body only references regular rules and it is not recursive.
-  bool classify(size_t i) {
-    if (regular_[i] == kRegular) return true;
-    if (regular_[i] != kUnknown) return false;  // irregular, or recursive (still visiting)
-    regular_[i] = kVisiting;
-    bool r = expr_regular(defs_[i].body);
-    regular_[i] = r ? kRegular : kIrregular;
-    return r;
+  static uint32_t expr_depth(const Expr& e) {
+    uint32_t d = 0;
+    for (const auto& it : e.items) d = std::max(d, expr_depth(it));
+    return d + 1;
   }
 
-  bool expr_regular(const Expr& e) {
-    if (e.kind == Expr::Kind::kRef) return classify(index_.at(e.ref));
+  // Tarjan's strongly connected components (iteratively): components come out callees first, so
+  // a rule is classified after every rule it references. Rules in a cycle are recursive.
+  void classify() {
+    const size_t n = defs_.size();
+    std::vector<uint32_t> index(n, UINT32_MAX), low(n, 0);
+    std::vector<uint8_t> on_stack(n, 0);
+    std::vector<size_t> stack;
+    uint32_t next_index = 0;
+    regular_.assign(n, 0);
+    height_.assign(n, 0);
+    struct Frame {
+      size_t rule, edge;
+    };
+    for (size_t start = 0; start < n; ++start) {
+      if (index[start] != UINT32_MAX) continue;
+      std::vector<Frame> frames{{start, 0}};
+      index[start] = low[start] = next_index++;
+      stack.push_back(start);
+      on_stack[start] = 1;
+      while (!frames.empty()) {
+        Frame& f = frames.back();
+        if (f.edge < refs_[f.rule].size()) {
+          size_t to = refs_[f.rule][f.edge++];
+          if (index[to] == UINT32_MAX) {
+            index[to] = low[to] = next_index++;
+            stack.push_back(to);
+            on_stack[to] = 1;
+            frames.push_back({to, 0});
+          } else if (on_stack[to]) {
+            low[f.rule] = std::min(low[f.rule], index[to]);
+          }
+          continue;
+        }
+        size_t v = f.rule;
+        frames.pop_back();
+        if (!frames.empty()) low[frames.back().rule] = std::min(low[frames.back().rule], low[v]);
+        if (low[v] != index[v]) continue;
+        std::vector<size_t> component;
+        size_t w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[w] = 0;
+          component.push_back(w);
+        } while (w != v);
+        bool recursive = component.size() > 1 || std::find(refs_[v].begin(), refs_[v].end(), v) != refs_[v].end();
+        if (recursive) continue;  // irregular
+        bool regular = true;
+        uint32_t height = 0;
+        for (size_t r : refs_[v]) {
+          regular = regular && regular_[r];
+          if (regular_[r]) height = std::max(height, height_[r]);
+        }
+        height += depth_[v];
+        if (regular && height <= kMaxInlineDepth) {
+          regular_[v] = 1;
+          height_[v] = height;
+          regex_.emplace(v, to_regex(defs_[v].body));
+        }
+      }
+    }
+  }
+
+  bool expr_regular(const Expr& e) const {
+    if (e.kind == Expr::Kind::kRef) return regular_[index_.at(e.ref)] != 0;
     for (const auto& it : e.items) {
       if (!expr_regular(it)) return false;
     }
     return true;
   }
 
-  Regex to_regex(const Expr& e) {
+  // For a regular expression: referenced rules were converted first (dependency order).
+  Regex to_regex(const Expr& e) const {
     switch (e.kind) {
       case Expr::Kind::kChars: return e.regex;
-      case Expr::Kind::kRef: return to_regex(defs_[index_.at(e.ref)].body);
+      case Expr::Kind::kRef: return regex_.at(index_.at(e.ref));
       case Expr::Kind::kSeq:
       case Expr::Kind::kAlt: {
         std::vector<Regex> items;
@@ -383,6 +461,15 @@ class Lowering {
       case Expr::Kind::kRepeat: return re_repeat(to_regex(e.items[0]), e.min, e.max);
     }
     return re_empty();
+  }
+
+  // The grammar rule of definition i, lowered when first referenced.
+  uint32_t rule_id(size_t i) {
+    if (rule_ids_[i] == UINT32_MAX) {
+      rule_ids_[i] = builder_.add_rule(defs_[i].name);
+      pending_.push_back(i);
+    }
+    return rule_ids_[i];
   }
 
   Result<void> lower_rule(size_t i) {
@@ -437,7 +524,7 @@ class Lowering {
       return Symbol::term(t);
     }
     switch (e.kind) {
-      case Expr::Kind::kRef: return Symbol::rule(rule_ids_[index_.at(e.ref)]);
+      case Expr::Kind::kRef: return Symbol::rule(rule_id(index_.at(e.ref)));
       case Expr::Kind::kSeq: {
         uint32_t r = builder_.add_rule(fmt::format("seq{}", builder_.num_rules()));
         DI_TRY(seq, symbols(e));
@@ -489,8 +576,13 @@ class Lowering {
 
   std::vector<RuleDef> defs_;
   std::map<std::string, size_t> index_;
+  std::vector<std::vector<size_t>> refs_;  // rules each body references
+  std::vector<uint32_t> depth_;            // expression nesting of each body
   std::vector<uint8_t> regular_;
+  std::vector<uint32_t> height_;           // nesting of a regular rule with its inlined references
+  std::map<size_t, Regex> regex_;          // regular rules
   std::vector<uint32_t> rule_ids_;
+  std::vector<size_t> pending_;
   GrammarBuilder builder_;
 };
 

@@ -1,5 +1,6 @@
 #include "grammar/grammar_compiler.h"
 
+#include "grammar/compile_budget.h"
 #include "grammar/ebnf_compiler.h"
 #include "grammar/json_schema_compiler.h"
 #include "grammar/regex_parser.h"
@@ -29,6 +30,7 @@ std::string cache_key(GrammarKind kind, std::string_view spec, const GrammarOpti
 }  // namespace
 
 Result<Grammar> build_grammar(GrammarKind kind, std::string_view spec, const GrammarOptions& options) {
+  CompileBudget::Scope budget;
   switch (kind) {
     case GrammarKind::kRegex: return build_regex_grammar(spec);
     case GrammarKind::kJsonSchema: return compile_json_schema(spec, options);

@@ -103,9 +103,24 @@ std::string json_pointer_pattern() { return "(?:(?:/(?:[^~/]|~[01])*)*)"; }
 
 }  // namespace
 
-Result<std::vector<Regex>> format_regexes(std::string_view format) {
+Result<FormatRule> format_rule(std::string_view format) {
+  FormatRule rule;
+  auto number = [&](std::string_view lo, std::string_view hi, bool integer) -> Result<FormatRule> {
+    rule.kind = FormatRule::Kind::kNumber;
+    DI_TRY(a, Decimal::parse(lo));
+    DI_TRY(b, Decimal::parse(hi));
+    rule.minimum = a;
+    rule.maximum = b;
+    rule.integer = integer;
+    return rule;
+  };
+  if (format == "int32") return number("-2147483648", "2147483647", true);
+  if (format == "int64") return number("-9223372036854775808", "9223372036854775807", true);
+  if (format == "uint32") return number("0", "4294967295", true);
+  if (format == "uint64") return number("0", "18446744073709551615", true);
+  if (format == "float") return number("-3.4028234663852886e38", "3.4028234663852886e38", false);
+  if (format == "double") return number("-1.7976931348623157e308", "1.7976931348623157e308", false);
   std::string p;
-  std::vector<std::string> also;  // further patterns the value must match
   if (format == "date") {
     p = date_pattern();
   } else if (format == "time") {
@@ -129,21 +144,28 @@ Result<std::vector<Regex>> format_regexes(std::string_view format) {
     p = duration_pattern();
   } else if (format == "hostname") {
     p = hostname_ldh_label() + "(?:\\." + hostname_ldh_label() + ")*";
-    also.push_back("[^]{1,253}");
+    rule.max_length = 253;
   } else if (format == "json-pointer") {
     p = json_pointer_pattern();
   } else if (format == "relative-json-pointer") {
     p = "(?:(?:0|[1-9][0-9]*)(?:#|" + json_pointer_pattern() + "))";
-  } else {
+  } else if (format == "byte") {  // RFC 4648 base64, padded
+    std::string b = "[A-Za-z0-9+/]";
+    p = "(?:(?:" + b + "{4})*(?:" + b + "{2}==|" + b + "{3}=)?)";
+  } else if (format == "regex") {
+    // Regex syntax nests (groups, classes), so no automaton over the string can be exact: any
+    // string, as 2020-12 treats a format by default (issue 30 asks for exactly this).
+    return rule;
+  } else if (format == "idn-email" || format == "idn-hostname" || format == "iri" || format == "iri-reference" ||
+             format == "uri-template") {
     return make_error(Code::kGrammar, "json schema: format '{}' is not supported", format);
+  } else {
+    return rule;  // an annotation
   }
-  std::vector<Regex> out;
-  also.insert(also.begin(), p);
-  for (const auto& pattern : also) {
-    DI_TRY(r, parse_ecmascript_regex(pattern));
-    out.push_back(r);
-  }
-  return out;
+  rule.kind = FormatRule::Kind::kString;
+  DI_TRY(r, parse_ecmascript_regex(p));
+  rule.patterns.push_back(r);
+  return rule;
 }
 
 }  // namespace deepinfer::grammar

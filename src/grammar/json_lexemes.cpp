@@ -2,6 +2,8 @@
 
 #include "grammar/decimal.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 namespace deepinfer::grammar {
@@ -21,6 +23,82 @@ Regex hex_nibbles(uint32_t mask16) {  // bit v set: nibble v in either case
   return re_chars(s);
 }
 
+Regex hex_range(uint32_t lo, uint32_t hi) {  // nibbles lo..hi, either case
+  return hex_nibbles(((1u << (hi + 1)) - 1) & ~((1u << lo) - 1));
+}
+
+// The `width`-digit hex numbers (either case) in [lo, hi], appended as alternatives.
+void hex_numbers(uint32_t lo, uint32_t hi, int width, std::vector<Regex>& out, std::vector<Regex> prefix = {}) {
+  if (width == 1) {
+    prefix.push_back(hex_range(lo, hi));
+    out.push_back(re_seq(std::move(prefix)));
+    return;
+  }
+  uint32_t m = 1u << (4 * (width - 1));
+  uint32_t hl = lo / m, hh = hi / m;
+  auto with = [&](uint32_t a, uint32_t b) {
+    std::vector<Regex> p = prefix;
+    p.push_back(hex_range(a, b));
+    return p;
+  };
+  if (hl == hh) {
+    hex_numbers(lo % m, hi % m, width - 1, out, with(hl, hl));
+    return;
+  }
+  if (lo % m != 0) {
+    hex_numbers(lo % m, m - 1, width - 1, out, with(hl, hl));
+    ++hl;
+  }
+  if (hi % m != m - 1) {
+    hex_numbers(0, hi % m, width - 1, out, with(hh, hh));
+    --hh;
+  }
+  if (hl <= hh) {
+    std::vector<Regex> p = with(hl, hh);
+    for (int i = 1; i < width; ++i) p.push_back(hex_range(0, 15));
+    out.push_back(re_seq(std::move(p)));
+  }
+}
+
+// \uXXXX for the UTF-16 code units lo..hi.
+Regex unit_escapes(uint32_t lo, uint32_t hi) {
+  std::vector<Regex> numbers;
+  hex_numbers(lo, hi, 4, numbers);
+  return re_seq({re_literal("\\u"), re_alt(std::move(numbers))});
+}
+
+// The `width`-digit hex numbers (either case) in the union of `ranges` (sorted, disjoint, within
+// one block of 16^width values starting at `base`), as a trie-shaped regex: first digits whose
+// remainders are alike share one branch. Deterministic, so large classes (\p{Letter}: hundreds of
+// ranges) build small automata quickly.
+Regex hex_set(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, uint32_t base, int width) {
+  const uint32_t size = 1u << (4 * width);
+  if (ranges.empty()) return re_nothing();
+  if (ranges.size() == 1 && ranges[0].first == base && ranges[0].second == base + size - 1) {
+    return re_repeat(hex_range(0, 15), static_cast<uint32_t>(width), static_cast<uint32_t>(width));
+  }
+  const uint32_t m = size / 16;
+  // Remainder ranges (relative to the digit's block) -> digits that have them.
+  std::map<std::vector<std::pair<uint32_t, uint32_t>>, uint32_t> by_rest;
+  for (uint32_t d = 0; d < 16; ++d) {
+    uint32_t lo = base + d * m, hi = lo + m - 1;
+    std::vector<std::pair<uint32_t, uint32_t>> rest;
+    for (auto [a, b] : ranges) {
+      if (b < lo || a > hi) continue;
+      rest.push_back({std::max(a, lo) - lo, std::min(b, hi) - lo});
+    }
+    if (!rest.empty()) by_rest[rest] |= 1u << d;
+  }
+  std::vector<Regex> alts;
+  for (const auto& [rest, digits] : by_rest) {
+    Regex first = hex_nibbles(digits);
+    alts.push_back(width == 1 ? first : re_seq({first, hex_set(rest, 0, width - 1)}));
+  }
+  return re_alt(std::move(alts));
+}
+
+// Every JSON spelling of the code points in `c`: raw (UTF-8) unless the character must be escaped,
+// the two-character escapes, and \uXXXX (a surrogate pair above the BMP), hex digits in either case.
 Regex encode_class(const CodepointSet& c) {
   CodepointSet specials = CodepointSet::range(0, 0x1F);
   specials.add('"');
@@ -33,12 +111,32 @@ Regex encode_class(const CodepointSet& c) {
   for (auto [cp, ch] : kShort) {
     if (c.contains(cp)) alts.push_back(re_seq({re_char('\\'), re_char(static_cast<uint32_t>(ch))}));
   }
-  for (uint32_t hi = 0; hi < 2; ++hi) {
-    uint32_t nibbles = 0;
-    for (uint32_t lo = 0; lo < 16; ++lo) {
-      if (c.contains(hi * 16 + lo)) nibbles |= 1u << lo;
+  std::vector<std::pair<uint32_t, uint32_t>> bmp;
+  for (const auto& r : c.ranges()) {
+    if (r.lo <= 0xFFFF) bmp.push_back({r.lo, std::min<uint32_t>(r.hi, 0xFFFF)});
+  }
+  if (!bmp.empty()) alts.push_back(re_seq({re_literal("\\u"), hex_set(bmp, 0, 4)}));
+  for (const auto& r : c.ranges()) {
+    if (r.hi < 0x10000) continue;
+    // Above the BMP: high surrogate D800 + (v >> 10), low DC00 + (v & 0x3FF), v = cp - 0x10000.
+    uint32_t a = std::max<uint32_t>(r.lo, 0x10000) - 0x10000, b = r.hi - 0x10000;
+    auto pair = [&](uint32_t h1, uint32_t h2, uint32_t l1, uint32_t l2) {
+      alts.push_back(re_seq({unit_escapes(0xD800 + h1, 0xD800 + h2), unit_escapes(0xDC00 + l1, 0xDC00 + l2)}));
+    };
+    uint32_t h1 = a >> 10, h2 = b >> 10, l1 = a & 0x3FF, l2 = b & 0x3FF;
+    if (h1 == h2) {
+      pair(h1, h1, l1, l2);
+      continue;
     }
-    if (nibbles) alts.push_back(re_seq({re_literal("\\u00"), re_char('0' + hi), hex_nibbles(nibbles)}));
+    if (l1 != 0) {
+      pair(h1, h1, l1, 0x3FF);
+      ++h1;
+    }
+    if (l2 != 0x3FF) {
+      pair(h2, h2, 0, l2);
+      --h2;
+    }
+    if (h1 <= h2) pair(h1, h2, 0, 0x3FF);
   }
   return re_alt(std::move(alts));
 }
@@ -58,6 +156,8 @@ Regex number_literal(const Json& v) {
 Regex json_encode(const Regex& decoded) { return re_map_chars(decoded, encode_class); }
 
 Regex json_string_char() { return encode_class(CodepointSet::all()); }
+
+Regex json_string_literal(std::string_view utf8) { return re_seq({re_char('"'), json_encode(re_literal(utf8)), re_char('"')}); }
 
 std::string json_quote(std::string_view utf8) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -119,7 +219,7 @@ Regex json_value_regex(const Json& v, const Regex& ws) {
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
     case Json::value_t::number_float: return number_literal(v);
-    case Json::value_t::string: return re_literal(json_quote(v.get_ref<const std::string&>()));
+    case Json::value_t::string: return json_string_literal(v.get_ref<const std::string&>());
     case Json::value_t::array: {
       if (v.empty()) return re_seq({re_char('['), ws, re_char(']')});
       std::vector<Regex> items{re_char('['), ws};
@@ -137,7 +237,7 @@ Regex json_value_regex(const Json& v, const Regex& ws) {
       for (const auto& [key, val] : v.items()) {
         if (!first) items.insert(items.end(), {ws, re_char(','), ws});
         first = false;
-        items.insert(items.end(), {re_literal(json_quote(key)), ws, re_char(':'), ws, json_value_regex(val, ws)});
+        items.insert(items.end(), {json_string_literal(key), ws, re_char(':'), ws, json_value_regex(val, ws)});
       }
       items.insert(items.end(), {ws, re_char('}')});
       return re_seq(std::move(items));

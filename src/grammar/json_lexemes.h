@@ -1,8 +1,9 @@
 // Regular pieces of JSON text. String contents are described twice: "decoded" regexes speak of
 // the string value (what JSON Schema constrains), json_encode() turns one into the set of JSON
-// string bodies (between the quotes) that decode to a matching value. Each code point has one
-// raw form plus its escapes: \" \\ \/ for those characters, and for control characters the short
-// escape where JSON has one and \u00XX (either hex case).
+// string bodies (between the quotes) that decode to a matching value. A code point is written raw
+// (UTF-8; not for '"', '\\' and control characters), as \" \\ \/ for those characters, as the
+// short escape of a control character that has one, or as \uXXXX (a surrogate pair above the
+// BMP), hex digits in either case: every spelling JSON allows. Lone surrogates are refused.
 #pragma once
 
 #include "grammar/grammar_options.h"
@@ -20,6 +21,8 @@ using Json = nlohmann::ordered_json;
 Regex json_encode(const Regex& decoded);
 // Any one code point, encoded.
 Regex json_string_char();
+// A string value with its quotes, in every spelling.
+Regex json_string_literal(std::string_view utf8);
 // The canonical serialization of a string value, quotes included (controls as short escapes or
 // \u00xx, '"' and '\' escaped, everything else raw).
 std::string json_quote(std::string_view utf8);

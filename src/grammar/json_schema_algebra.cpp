@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "grammar/compile_budget.h"
+#include "grammar/json_formats.h"
+
 #include <algorithm>
+#include <unordered_set>
 
 namespace deepinfer::grammar {
 namespace {
@@ -25,8 +29,7 @@ Flat SchemaAlgebra::flatten(const Conj& c) const {
     insert_sorted(f.members, id);
     const SchemaNode& n = set_.node(id);
     if (n.always_false) f.is_false = true;
-    if (n.ref) work.push_back(*n.ref);
-    for (SchemaId a : n.all_of) work.push_back(a);
+    for (SchemaId a : n.in_place()) work.push_back(a);
   }
   for (SchemaId id : f.members) {
     const SchemaNode& n = set_.node(id);
@@ -50,14 +53,12 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
       if (!m.enum_values) {
         m.enum_values = *n.enum_values;
       } else {
+        std::unordered_set<std::string> theirs;
+        for (const auto& w : *n.enum_values) theirs.insert(json_canonical(w));
+        CompileBudget::charge(m.enum_values->size() + n.enum_values->size());
         std::vector<Json> keep;
         for (const auto& v : *m.enum_values) {
-          for (const auto& w : *n.enum_values) {
-            if (json_equal(v, w)) {
-              keep.push_back(v);
-              break;
-            }
-          }
+          if (theirs.count(json_canonical(v))) keep.push_back(v);
         }
         m.enum_values = std::move(keep);
       }
@@ -65,7 +66,18 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
     m.min_length = std::max(m.min_length, n.min_length);
     m.max_length = std::min(m.max_length, n.max_length);
     m.patterns.insert(m.patterns.end(), n.patterns.begin(), n.patterns.end());
-    m.formats.insert(m.formats.end(), n.formats.begin(), n.formats.end());
+    for (const auto& f : n.formats) {
+      DI_TRY(rule, format_rule(f));
+      if (rule.kind == FormatRule::Kind::kString) {
+        m.formats.push_back(f);
+        m.max_length = std::min(m.max_length, rule.max_length);
+      } else if (rule.kind == FormatRule::Kind::kNumber) {
+        if (rule.integer) m.types &= static_cast<uint8_t>(~kTypeFraction);
+        NumberBound lo{*rule.minimum, false}, hi{*rule.maximum, false};
+        if (!m.lower || compare(lo.value, m.lower->value) > 0) m.lower = lo;
+        if (!m.upper || compare(hi.value, m.upper->value) < 0) m.upper = hi;
+      }
+    }
     if (n.lower && (!m.lower || compare(n.lower->value, m.lower->value) > 0 ||
                     (compare(n.lower->value, m.lower->value) == 0 && n.lower->exclusive))) {
       m.lower = n.lower;
@@ -92,6 +104,9 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
     }
     for (const auto& r : n.required) {
       m.required.insert(r);
+      if (!n.synthetic && std::find(m.required_order.begin(), m.required_order.end(), r) == m.required_order.end()) {
+        m.required_order.push_back(r);
+      }
       auto it = std::find_if(m.properties.begin(), m.properties.end(), [&](const auto& p) { return p.first == r; });
       if (it == m.properties.end()) m.properties.emplace_back(r, std::vector<SchemaId>{});
     }
@@ -100,6 +115,10 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
     if (n.property_names) m.property_names.push_back(*n.property_names);
     m.min_properties = std::max(m.min_properties, n.min_properties);
     m.max_properties = std::min(m.max_properties, n.max_properties);
+    m.excluded.insert(m.excluded.end(), n.excluded.begin(), n.excluded.end());
+    m.not_patterns.insert(m.not_patterns.end(), n.not_patterns.begin(), n.not_patterns.end());
+    m.forbidden.insert(n.forbidden.begin(), n.forbidden.end());
+    m.unique_items = m.unique_items || n.unique_items;
   }
   // unevaluatedItems: positions past what the schemas it sees evaluate.
   for (SchemaId id : members) {
@@ -108,6 +127,7 @@ Result<Merged> SchemaAlgebra::merge(const std::vector<SchemaId>& members) {
     size_t evaluated = 0;
     for (SchemaId r : reach(id, members)) {
       const SchemaNode& x = set_.node(r);
+      if (x.synthetic) continue;  // negations give no annotations
       if (x.items || (r != id && x.unevaluated_items)) evaluated = SIZE_MAX;
       if (evaluated != SIZE_MAX) evaluated = std::max(evaluated, x.prefix_items.size());
     }
@@ -150,11 +170,11 @@ std::vector<SchemaId> SchemaAlgebra::reach(SchemaId id, const std::vector<Schema
   std::vector<SchemaId> out{id};
   for (size_t i = 0; i < out.size(); ++i) {
     const SchemaNode& n = set_.node(out[i]);
+    if (n.opaque) continue;  // nothing under a negation gives annotations
     auto visit = [&](SchemaId x) {
       if (std::binary_search(members.begin(), members.end(), x) && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
     };
-    if (n.ref) visit(*n.ref);
-    for (SchemaId x : n.all_of) visit(x);
+    for (SchemaId x : n.in_place()) visit(x);
     for (SchemaId x : n.any_of) visit(x);
     for (SchemaId x : n.one_of) visit(x);
   }
@@ -165,6 +185,7 @@ std::vector<SchemaId> SchemaAlgebra::reach(SchemaId id, const std::vector<Schema
 Result<bool> SchemaAlgebra::evaluates(const Merged::Unevaluated& u, const std::string& name) {
   for (SchemaId r : u.reach) {
     const SchemaNode& x = set_.node(r);
+    if (x.synthetic) continue;  // negations give no annotations
     if (x.additional_properties || (r != u.owner && x.unevaluated_properties)) return true;
     for (const auto& [p, _] : x.properties) {
       if (p == name) return true;
@@ -195,6 +216,7 @@ Result<void> SchemaAlgebra::check_disjoint(const std::vector<SchemaId>& branches
 bool SchemaAlgebra::requires_forbidden(const Merged& x, const Merged& y) const {
   auto is_false = [&](SchemaId id) { return set_.node(id).always_false; };
   for (const auto& name : x.required) {
+    if (y.forbidden.count(name)) return true;
     auto it = std::find_if(y.properties.begin(), y.properties.end(), [&](const auto& p) { return p.first == name; });
     if (it != y.properties.end()) {
       if (std::any_of(it->second.begin(), it->second.end(), is_false)) return true;
@@ -229,10 +251,14 @@ Result<bool> SchemaAlgebra::disjoint(const std::vector<SchemaId>& a_ids, const s
     }
     return true;
   };
-  DI_TRY(ea, enum_excluded(a, fb.members));
-  if (ea) return true;
-  DI_TRY(eb, enum_excluded(b, fa.members));
-  if (eb) return true;
+  // The value checker is stricter than the schema only where unevaluated* keywords are involved:
+  // it may not prove a value invalid there.
+  if (!set_.has_unevaluated()) {
+    DI_TRY(ea, enum_excluded(a, fb.members));
+    if (ea) return true;
+    DI_TRY(eb, enum_excluded(b, fa.members));
+    if (eb) return true;
+  }
   uint8_t common = a.types & b.types;
   if (a.enum_values || b.enum_values) return common == 0;
   // Every shared instance type needs its own reason.
@@ -254,7 +280,9 @@ Result<bool> SchemaAlgebra::disjoint(const std::vector<SchemaId>& a_ids, const s
       separated = requires_forbidden(a, b) || requires_forbidden(b, a);
       for (const auto& [name, sa] : a.properties) {
         if (separated) break;
-        if (!a.required.count(name) || !b.required.count(name)) continue;
+        // A value of either side has the property when that side requires it; the other side then
+        // constrains its value too.
+        if (!a.required.count(name) && !b.required.count(name)) continue;
         auto it = std::find_if(b.properties.begin(), b.properties.end(), [&](const auto& p) { return p.first == name; });
         if (it == b.properties.end()) continue;
         DI_TRY(d, disjoint(sa, it->second, depth + 1));

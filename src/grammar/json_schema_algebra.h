@@ -41,6 +41,7 @@ struct Merged {
   std::vector<std::pair<SchemaId, uint64_t>> contains;  // (schema, minContains)
   std::vector<std::pair<std::string, std::vector<SchemaId>>> properties;
   std::set<std::string> required;
+  std::vector<std::string> required_order;  // as the schemas' own `required` lists them
   // (owner member, schema) of every additionalProperties and patternProperties entry: the owner
   // decides where its additionalProperties applies (keys it neither declares nor matches).
   std::vector<std::pair<SchemaId, SchemaId>> additional;
@@ -60,6 +61,12 @@ struct Merged {
   std::vector<Unevaluated> unevaluated;
   std::vector<SchemaId> property_names;
   uint64_t min_properties = 0, max_properties = UINT64_MAX;
+  // From negations (not, if, oneOf): values that may not appear, patterns strings may not match,
+  // keys objects may not have.
+  std::vector<Json> excluded;
+  std::vector<std::string> not_patterns;
+  std::set<std::string> forbidden;
+  bool unique_items = false;
 };
 
 // A conjunction after following $ref and allOf: all its member schemas, whether one of them is
@@ -79,12 +86,13 @@ class SchemaAlgebra {
   Result<Merged> merge(const std::vector<SchemaId>& members);
   // Fails naming oneOf unless every two branches are provably exclusive.
   Result<void> check_disjoint(const std::vector<SchemaId>& branches, const std::string& where);
+  // True when no value satisfies both conjunctions (a sound, incomplete test).
+  Result<bool> disjoint(const std::vector<SchemaId>& a_ids, const std::vector<SchemaId>& b_ids, int depth = 0);
 
  private:
   std::vector<SchemaId> reach(SchemaId id, const std::vector<SchemaId>& members) const;
   Result<bool> evaluates(const Merged::Unevaluated& u, const std::string& name);
   bool requires_forbidden(const Merged& x, const Merged& y) const;
-  Result<bool> disjoint(const std::vector<SchemaId>& a_ids, const std::vector<SchemaId>& b_ids, int depth);
 
   const SchemaSet& set_;
   SchemaValidator& validator_;

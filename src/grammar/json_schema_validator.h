@@ -10,11 +10,15 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 namespace deepinfer::grammar {
 
 // JSON Schema equality: numbers by value (1 == 1.0), objects regardless of key order.
 bool json_equal(const Json& a, const Json& b);
+// A text equal for exactly the values json_equal calls equal (numbers normalized, keys sorted):
+// large enums are compared through hash sets of it.
+std::string json_canonical(const Json& v);
 
 class SchemaValidator {
  public:
@@ -25,10 +29,17 @@ class SchemaValidator {
 
  private:
   Result<const Dfa*> pattern_dfa(const std::string& pattern);
+  bool in_enum(SchemaId id, const std::vector<Json>& values, const Json& v);
+  // The keywords of one instance type (valid() checks the type and the applicators).
+  Result<bool> valid_string(const SchemaNode& n, const Json& v);
+  Result<bool> valid_number(const SchemaNode& n, const Json& v);
+  Result<bool> valid_array(const SchemaNode& n, const Json& v);
+  Result<bool> valid_object(const SchemaNode& n, const Json& v);
   Result<const Dfa*> format_dfa(const std::string& format);
 
   const SchemaSet& set_;
   std::map<std::string, std::unique_ptr<Dfa>> patterns_, formats_;
+  std::map<SchemaId, std::unordered_set<std::string>> enum_sets_;  // canonical values of large enums
   int depth_ = 0;
 };
 

@@ -13,7 +13,10 @@ namespace deepinfer::grammar {
 
 // Exactly one encoded code point (raw or escaped). Prefix-free, so Dfa::repeat applies.
 const Dfa& json_char_dfa();
-// The encoded string bodies whose value is valid for `format` (error for unknown formats).
+// Any string body: json_char_dfa() repeated.
+const Dfa& json_body_dfa();
+// The encoded string bodies whose value matches the patterns of string format `format` (its length
+// bound is not included: see FormatRule).
 Result<std::shared_ptr<const Dfa>> json_format_dfa(std::string_view format);
 
 }  // namespace deepinfer::grammar

@@ -114,14 +114,14 @@ void Matcher::compute_mask(uint32_t* words) {
   std::memset(words, 0, grammar_->vocabulary().mask_words() * sizeof(uint32_t));
   seen_items_.clear();
   for (const auto& it : chart_.last_set()) {
-    if (g.core_kind(it.core) == CoreKind::kTerminal) seen_items_.push_back(static_cast<uint64_t>(it.core) << 32 | it.state);
+    if (g.core_kind(it.core) == CoreKind::kTerminal) seen_items_.push_back({it.core, it.state, it.count});
   }
   std::sort(seen_items_.begin(), seen_items_.end());
   seen_items_.erase(std::unique(seen_items_.begin(), seen_items_.end()), seen_items_.end());
   seen_terminals_.clear();
   uncertain_.clear();
-  for (uint64_t key : seen_items_) {
-    const CoreMask& cm = grammar_->core_mask(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), scratch_);
+  for (const TerminalItem& item : seen_items_) {
+    const CoreMask& cm = grammar_->core_mask(item.core, item.state, item.count, scratch_);
     if (std::find(seen_terminals_.begin(), seen_terminals_.end(), cm.terminal) == seen_terminals_.end()) {
       seen_terminals_.push_back(cm.terminal);
       cm.terminal->inside.or_into(words);

@@ -56,7 +56,11 @@ class Matcher {
   EarleyChart scratch_;
   std::vector<Step> steps_;
   bool terminated_ = false;
-  std::vector<uint64_t> seen_items_;
+  struct TerminalItem {
+    uint32_t core, state, count;
+    auto operator<=>(const TerminalItem&) const = default;
+  };
+  std::vector<TerminalItem> seen_items_;
   std::vector<const TerminalStateMask*> seen_terminals_;
   std::vector<int32_t> uncertain_;
 };

@@ -1,5 +1,6 @@
 #include "grammar/nfa.h"
 
+#include "grammar/compile_budget.h"
 #include "grammar/utf8.h"
 
 namespace deepinfer::grammar {
@@ -40,6 +41,7 @@ class Builder {
   // Appends `r` after state `entry`; returns the state where it ends.
   Result<uint32_t> emit(const Regex& r, uint32_t entry) {
     if (overflow_) return too_large();
+    DI_TRYV(CompileBudget::spend(1));
     switch (r->kind) {
       case RegexKind::kEmpty: return entry;
       case RegexKind::kChars: {

@@ -3,13 +3,51 @@
 #include "grammar/unicode_properties.h"
 #include "grammar/utf8.h"
 
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace deepinfer::grammar {
 namespace {
 
-// Nesting limit: keeps recursion bounded for hostile patterns.
+// The set closed under case equivalence (ECMAScript's ignoreCase: two characters match when their
+// case-folded forms are equal, e.g. k, K and the Kelvin sign).
+CodepointSet fold_case(const CodepointSet& set) {
+  // Cased characters grouped by their folded form (classes of two or more), built once.
+  struct Classes {
+    std::vector<std::vector<uint32_t>> classes;
+    std::vector<std::pair<uint32_t, size_t>> members;  // (code point, its class), sorted
+  };
+  static const Classes folded = [] {
+    std::map<uint32_t, std::vector<uint32_t>> by_key;
+    for (uint32_t cp = 0; cp < 0x20000; ++cp) {
+      auto c = static_cast<utf8proc_int32_t>(cp);
+      auto key = static_cast<uint32_t>(utf8proc_tolower(utf8proc_toupper(c)));
+      if (key != cp || utf8proc_toupper(c) != c) by_key[key].push_back(cp);
+    }
+    Classes out;
+    for (auto& [key, cps] : by_key) {
+      if (std::find(cps.begin(), cps.end(), key) == cps.end()) cps.push_back(key);
+      if (cps.size() < 2) continue;
+      for (uint32_t cp : cps) out.members.push_back({cp, out.classes.size()});
+      out.classes.push_back(std::move(cps));
+    }
+    std::sort(out.members.begin(), out.members.end());
+    return out;
+  }();
+  CodepointSet out = set;
+  for (const auto& [cp, cls] : folded.members) {
+    if (!set.contains(cp)) continue;
+    for (uint32_t other : folded.classes[cls]) out.add(other);
+  }
+  return out;
+}
+
+// Nesting limit: recursion stays bounded (a pattern at the limit compiles on a 256 KB thread stack).
 constexpr int kMaxDepth = 200;
 // Repetition counts above this are rejected: the automaton would be too large anyway.
 constexpr uint32_t kMaxRepeat = 100000;
@@ -38,7 +76,7 @@ class Parser {
     return ok();
   }
 
-  Error fail(std::string_view what) const {
+  [[gnu::noinline]] Error fail(std::string_view what) const {
     return make_error(Code::kGrammar, "regex: {} at position {} in /{}/", what, pos_, src_);
   }
 
@@ -87,7 +125,7 @@ class Parser {
   }
 
   // Reads {n}, {n,}, {n,m} at pos_ without consuming on failure (Annex B: a lone '{' is literal).
-  bool braces(uint32_t* lo, uint32_t* hi) {
+  [[gnu::noinline]] bool braces(uint32_t* lo, uint32_t* hi) {
     size_t save = pos_;
     if (!eat('{')) return false;
     auto number = [&](uint32_t* out) {
@@ -115,7 +153,7 @@ class Parser {
     return true;
   }
 
-  Result<Regex> quantified(Regex a) {
+  [[gnu::noinline]] Result<Regex> quantified(Regex a) {
     uint32_t lo = 0, hi = 0;
     uint32_t c = peek();
     if (c == '*') {
@@ -150,31 +188,61 @@ class Parser {
     return re_repeat(std::move(a), lo, hi);
   }
 
+  // Only groups recurse; the other atoms live in simple_atom() so that the recursive frames stay
+  // small (deep nesting must fit a small thread stack).
   Result<Regex> atom(int depth) {
+    if (peek() != '(') {
+      DI_TRY(a, simple_atom());
+      return ignore_case_ ? fold_atom(a) : a;
+    }
+    ++pos_;
+    DI_TRY(kind, group_prefix());
+    if (kind == Group::kFlags) return re_empty();  // (?i): the rest of the enclosing group
+    bool outer = ignore_case_;
+    if (kind == Group::kIgnoreCase || kind == Group::kMatchCase) ignore_case_ = kind == Group::kIgnoreCase;
+    DI_TRY(inner, disjunction(depth + 1));
+    ignore_case_ = outer;
+    if (!eat(')')) return fail("missing ')'");
+    return inner;
+  }
+
+  enum class Group { kPlain, kFlags, kIgnoreCase, kMatchCase };
+
+  // After '(': the group kind (capturing, non-capturing, named, or the inline flag i as (?i),
+  // (?i:...), (?-i:...)); lookaround and other flags are errors.
+  [[gnu::noinline]] Result<Group> group_prefix() {
+    if (!eat('?')) return Group::kPlain;
+    if (eat(':')) return Group::kPlain;
+    if (peek() == '<' && peek(1) != '=' && peek(1) != '!') {
+      ++pos_;
+      while (!at_end() && peek() != '>') ++pos_;
+      if (!eat('>')) return fail("unterminated group name");
+      return Group::kPlain;
+    }
+    if (peek() == '=' || peek() == '!' || peek() == '<') return fail("lookaround assertions are not supported");
+    bool off = eat('-');
+    if (peek() != 'i') {
+      if (peek() < 0x80 && std::isalpha(static_cast<int>(peek()))) return fail("only the inline flag 'i' is supported");
+      return fail("unsupported group syntax");
+    }
+    ++pos_;
+    if (eat(')')) {
+      ignore_case_ = !off;
+      return Group::kFlags;
+    }
+    if (!eat(':')) return fail("only the inline flag 'i' is supported");
+    return off ? Group::kMatchCase : Group::kIgnoreCase;
+  }
+
+  // Under the flag i, a character or class also matches the other cases of its members.
+  static Regex fold_atom(const Regex& a) { return a->kind == RegexKind::kChars ? re_chars(fold_case(a->chars)) : a; }
+
+  [[gnu::noinline]] Result<Regex> simple_atom() {
     uint32_t c = peek();
     switch (c) {
       case '.':
         ++pos_;
         return re_chars(class_dot());
-      case '(': {
-        ++pos_;
-        if (eat('?')) {
-          if (eat(':')) {
-            // non-capturing group
-          } else if (peek() == '<' && peek(1) != '=' && peek(1) != '!') {
-            ++pos_;
-            while (!at_end() && peek() != '>') ++pos_;
-            if (!eat('>')) return fail("unterminated group name");
-          } else if (peek() == '=' || peek() == '!' || peek() == '<') {
-            return fail("lookaround assertions are not supported");
-          } else {
-            return fail("unsupported group syntax");
-          }
-        }
-        DI_TRY(inner, disjunction(depth + 1));
-        if (!eat(')')) return fail("missing ')'");
-        return inner;
-      }
       case ')': return fail("unmatched ')'");
       case '[': return char_class();
       case '\\': return atom_escape();
@@ -195,7 +263,7 @@ class Parser {
     }
   }
 
-  Result<Regex> atom_escape() {
+  [[gnu::noinline]] Result<Regex> atom_escape() {
     ++pos_;  // backslash
     if (at_end()) return fail("trailing backslash");
     uint32_t c = peek();
@@ -300,13 +368,13 @@ class Parser {
       }
       default: break;
     }
-    // Identity escapes: only syntax characters and '/' (Unicode mode forbids the rest).
-    static constexpr std::string_view kSyntax = "^$\\.*+?()[]{}|/";
-    if (c < 0x80 && kSyntax.find(static_cast<char>(c)) != std::string_view::npos) return CodepointSet::single(c);
+    // Identity escapes: any character but letters and digits (\- \: \_ \@ \# \  \' ... as schemas
+    // written for non-Unicode mode use them); unknown letter escapes stay errors.
+    if (c != 0xFFFFFFFF && !(c < 0x80 && std::isalnum(static_cast<int>(c)))) return CodepointSet::single(c);
     return fail("invalid escape");
   }
 
-  Result<Regex> char_class() {
+  [[gnu::noinline]] Result<Regex> char_class() {
     ++pos_;  // [
     bool negate = eat('^');
     CodepointSet set;
@@ -327,6 +395,7 @@ class Parser {
         set.add(lo_set);
       }
     }
+    if (ignore_case_) set = fold_case(set);
     return re_chars(negate ? set.complement() : set);
   }
 
@@ -344,6 +413,7 @@ class Parser {
   std::string_view src_;
   std::vector<uint32_t> cp_;
   size_t pos_ = 0;
+  bool ignore_case_ = false;
 };
 
 }  // namespace

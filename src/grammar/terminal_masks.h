@@ -2,23 +2,33 @@
 // is the stack-independent half of a mask (xgrammar's context-independent tokens), found by
 // walking the token tries with DFA transitions only.
 //
-// Two kinds of sharing keep walks rare:
+// Three kinds of sharing keep walks rare:
 // - a state mask depends only on the language accepted from the state (its residual), so masks
 //   are interned by residual across terminals and grammars (e.g. the body of any plain JSON
 //   string is walked once per process);
+// - a state's walk is the union of one walk per root subtree of a trie (the tokens starting with
+//   one byte), and each of those depends only on the residual of the state that byte leads to:
+//   subtree walks are interned by (subtree, residual) too. A state that differs from walked ones
+//   in a few first bytes (object keys "any string but the declared names", a pattern's state
+//   after its first character) walks only those subtrees;
 // - tokens of at most TokenVocabulary::kShortTokenBytes bytes are walked once per behaviour on
-//   strings up to that length (in strings with maxLength 64 or 100, every state with 16 or more
-//   characters left shares that walk); the few longer tokens are walked per state.
+//   strings up to that length (in large automata such as unrolled length counters, every state
+//   with 16 or more characters left shares that walk).
+// What was computed stays in a byte-bounded pool after the grammars that used it are gone, so
+// later grammars find it.
 #pragma once
 
+#include "grammar/counted_dfa.h"
 #include "grammar/dfa.h"
+#include "grammar/residual_keys.h"
 #include "grammar/token_set.h"
 #include "grammar/token_vocabulary.h"
+#include "grammar/trie_walk.h"
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -34,66 +44,105 @@ struct TerminalStateMask {
   std::vector<uint32_t> long_exits;   // nodes of TokenVocabulary::long_trie()
 };
 
-// 128-bit identity of the residual language of a DFA state.
-struct ResidualKey {
-  uint64_t a = 0, b = 0;
-  bool operator==(const ResidualKey&) const = default;
-};
-
-// One walk of one trie from one DFA state.
-struct TrieWalk {
-  std::vector<uint32_t> words;  // mask of the tokens consumed
+// The walk of one root subtree of a trie from one residual (SubtreeWalker::walk).
+struct SubtreePart {
+  TokenSet tokens;
+  size_t count = 0;  // of tokens
   std::vector<uint32_t> exits;
 };
 
 class TerminalMasks;
 
-// Interns TerminalMasks (by DFA language) and state masks (by residual) for one vocabulary.
-// Entries live as long as some grammar uses them.
+// Interns TerminalMasks (by DFA language), residual keys (by DFA), state masks (by residual) and
+// walks for one vocabulary. Entries live as long as some grammar uses them or the pool keeps them.
 class TerminalMaskTable : public std::enable_shared_from_this<TerminalMaskTable> {
  public:
+  // Recently computed walks, masks and residual keys kept for later grammars, in bytes (the
+  // oldest go first).
+  static constexpr size_t kPoolBytes = 64u << 20;
+
   static std::shared_ptr<TerminalMaskTable> create(std::shared_ptr<const TokenVocabulary> vocab);
 
-  std::shared_ptr<TerminalMasks> terminal(const std::shared_ptr<const Dfa>& dfa);
+  // `counted` (may be null) bounds the length of a string terminal.
+  std::shared_ptr<TerminalMasks> terminal(const std::shared_ptr<const Dfa>& dfa, const std::shared_ptr<const CountedDfa>& counted);
+  std::shared_ptr<ResidualKeys> residual_keys(const std::shared_ptr<const Dfa>& dfa);
   std::shared_ptr<const TerminalStateMask> find(const ResidualKey& key);
-  std::shared_ptr<const TrieWalk> find_short(const ResidualKey& key);
-  std::shared_ptr<const TrieWalk> insert_short(const ResidualKey& key, std::shared_ptr<const TrieWalk> walk);
   // Keeps the first mask stored under a key and returns it.
   std::shared_ptr<const TerminalStateMask> insert(const ResidualKey& key, std::shared_ptr<const TerminalStateMask> mask);
+  std::shared_ptr<const TrieWalk> find_short(const ResidualKey& key);
+  std::shared_ptr<const TrieWalk> insert_short(const ResidualKey& key, std::shared_ptr<const TrieWalk> walk);
+  // Subtree walks: out[i] = the part stored under keys[i], or null.
+  void find_parts(const std::vector<ResidualKey>& keys, std::vector<std::shared_ptr<const SubtreePart>>& out);
+  std::shared_ptr<const SubtreePart> insert_part(const ResidualKey& key, std::shared_ptr<const SubtreePart> part);
   const TokenVocabulary& vocabulary() const { return *vocab_; }
 
  private:
   explicit TerminalMaskTable(std::shared_ptr<const TokenVocabulary> vocab) : vocab_(std::move(vocab)) {}
+  // Holds `entry` in the pool (with mutex_ held).
+  void keep(std::shared_ptr<const void> entry, size_t bytes);
+  // Drops some entries nothing holds any more (with mutex_ held): bounded work per call.
+  void sweep();
+  static constexpr size_t kSweepBuckets = 4;  // per map and call
 
   struct KeyHash {
     size_t operator()(const ResidualKey& k) const { return static_cast<size_t>(k.a); }
   };
-  std::shared_ptr<const TokenVocabulary> vocab_;
-  std::mutex mutex_;
   struct FingerprintHash {
     size_t operator()(const Dfa::Fingerprint& f) const { return static_cast<size_t>(f.a); }
   };
-  std::unordered_map<Dfa::Fingerprint, std::weak_ptr<TerminalMasks>, FingerprintHash> terminals_;
-  std::unordered_map<ResidualKey, std::weak_ptr<const TerminalStateMask>, KeyHash> states_;
-  std::unordered_map<ResidualKey, std::weak_ptr<const TrieWalk>, KeyHash> short_walks_;
-  size_t inserts_since_prune_ = 0;
+  template <typename T>
+  using Interned = std::unordered_map<ResidualKey, std::weak_ptr<const T>, KeyHash>;
+
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  std::mutex mutex_;
+  std::unordered_map<Dfa::Fingerprint, std::weak_ptr<TerminalMasks>, FingerprintHash> terminals_, counted_terminals_;
+  std::unordered_map<Dfa::Fingerprint, std::weak_ptr<ResidualKeys>, FingerprintHash> residual_keys_;
+  Interned<TerminalStateMask> states_;
+  Interned<TrieWalk> short_walks_;
+  Interned<SubtreePart> parts_;
+  std::deque<std::pair<std::shared_ptr<const void>, size_t>> pool_;
+  size_t pool_bytes_ = 0;
+  size_t sweep_cursor_ = 0;
 };
 
-// One terminal's state masks, filled in lazily (thread-safe).
+// One terminal's state masks, filled in lazily (thread-safe). A counted terminal's masks depend on
+// the state and the count's window (CountedDfa::window over the longest token).
 class TerminalMasks {
  public:
-  TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<TerminalMaskTable> table);
+  TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<const CountedDfa> counted, std::shared_ptr<TerminalMaskTable> table);
 
-  // The reference stays valid as long as this object.
-  const TerminalStateMask& state_mask(uint32_t state) const;
+  // The reference stays valid as long as this object. `count` only matters for counted terminals.
+  const TerminalStateMask& state_mask(uint32_t state, uint32_t count = 0) const;
+  const CountedDfa* counted() const { return counted_.get(); }
+  // The window a counted terminal's mask at `count` depends on ({0, 0} for plain terminals).
+  CountedDfa::Window window(uint32_t count) const;
 
  private:
+  const TerminalStateMask& plain_state_mask(uint32_t state) const;  // of the DFA's state
   std::shared_ptr<const TerminalStateMask> compute(uint32_t state) const;
+  std::shared_ptr<const TerminalStateMask> compute_counted(uint32_t state, const CountedDfa::Window& w) const;
+  // The subtree parts of `trie` from `state` (appended to `parts`) and their exits.
+  void walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state, std::vector<std::shared_ptr<const SubtreePart>>& parts,
+                        std::vector<uint32_t>& exits) const;
 
   std::shared_ptr<const Dfa> dfa_;
+  std::shared_ptr<const CountedDfa> counted_;
   std::shared_ptr<TerminalMaskTable> table_;
+  std::shared_ptr<ResidualKeys> residuals_;
+  uint32_t depth_ = 0;  // the longest token, in bytes
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<const TerminalStateMask>> states_;
+  struct CountedKey {
+    uint32_t state;
+    CountedDfa::Window window;
+    bool operator==(const CountedKey&) const = default;
+  };
+  struct CountedKeyHash {
+    size_t operator()(const CountedKey& k) const {
+      return static_cast<size_t>((uint64_t{k.state} * 0x9e3779b97f4a7c15ull) ^ (uint64_t{k.window.lo} << 32) ^ k.window.hi);
+    }
+  };
+  mutable std::unordered_map<CountedKey, std::shared_ptr<const TerminalStateMask>, CountedKeyHash> counted_states_;
 };
 
 }  // namespace deepinfer::grammar

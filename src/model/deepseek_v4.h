@@ -1,6 +1,7 @@
-// The DeepSeek-V4 forward, written once against the Backend interface (see DESIGN.md, "DeepSeek-V4
-// forward, the semantics to reproduce"). One call processes a batch of sequences, each with its new
-// tokens (a prefill chunk or one decode token), against per-sequence state kept by the backend.
+// The DeepSeek-V4 forward, written once against the Backend interface (the semantics it reproduces:
+// docs/ARCHITECTURE.md, "The DeepSeek-V4 forward"). One call processes a batch of sequences, each
+// with its new tokens (a prefill chunk or one decode token), against per-sequence state kept by the
+// backend.
 #pragma once
 
 #include "backend/backend.h"

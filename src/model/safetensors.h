@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace deepinfer {
@@ -39,6 +40,14 @@ class SafetensorsFile {
   MappedFile file_;
   std::vector<StoredTensor> tensors_;
 };
+
+// The tensors described by the bytes of a safetensors file (their data points into `bytes`); every
+// header field is validated (sizes, shapes, offsets inside the data, no overlap). `path` names the
+// file in errors; StoredTensor::file is left null.
+Result<std::vector<StoredTensor>> parse_safetensors(const uint8_t* bytes, uint64_t size, const std::string& path);
+
+// model.safetensors.index.json's weight_map: tensor name -> shard file name (a plain file name).
+Result<std::map<std::string, std::string>> parse_safetensors_index(std::string_view text, const std::string& path);
 
 // All tensors of a checkpoint directory, by name.
 class Checkpoint {

@@ -31,6 +31,15 @@ DI_ROW_PASS int64_t first_invalid_logit(std::span<const float> logits) {
   return -1;
 }
 
+DI_ROW_PASS int64_t first_non_finite(std::span<const float> values) {
+  int bad = 0;
+  for (float x : values) bad |= !(std::fabs(x) < std::numeric_limits<float>::infinity());
+  if (!bad) return -1;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
 DI_ROW_PASS float max_logit(std::span<const float> logits) {
   float lanes[kLanes];
   for (float& l : lanes) l = -std::numeric_limits<float>::infinity();

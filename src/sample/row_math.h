@@ -14,6 +14,9 @@ namespace deepinfer {
 // Index of the first logit that is NaN or +inf, or -1.
 int64_t first_invalid_logit(std::span<const float> logits);
 
+// Index of the first value that is NaN, +inf or -inf, or -1.
+int64_t first_non_finite(std::span<const float> values);
+
 // Largest logit (-inf for an empty row or one of -inf only). No NaN.
 float max_logit(std::span<const float> logits);
 

@@ -24,13 +24,21 @@ Result<void> check_inputs(std::span<const float> logits, const SequenceSamplingS
                         state.vocab_size());
     }
   }
-  if (const int64_t bad = first_invalid_logit(logits); bad >= 0) {
-    return make_error(Code::kInternal, "logit of token {} is {}", bad, logits[bad]);
-  }
-  return ok();
+  return check_model_logits(logits);
+}
+
+Error model_error(std::string_view what) {
+  return make_error(Code::kModelFormat, "the model produced {}: its weights or configuration hold values out of range", what);
 }
 
 }  // namespace
+
+Result<void> check_model_logits(std::span<const float> logits) {
+  if (const int64_t bad = first_non_finite(logits); bad >= 0) {
+    return model_error(fmt::format("a logit of {} for token {}", logits[bad], bad));
+  }
+  return ok();
+}
 
 Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& params,
                                 const SequenceSamplingState& state,
@@ -90,11 +98,8 @@ bool picks_argmax(const SamplingParams& params, const SequenceSamplingState& sta
 }
 
 Result<SampleResult> argmax_result(int32_t argmax, const SequenceSamplingState& state) {
-  if (argmax == -1) {
-    return make_error(Code::kInvalidArgument, "no token can be generated at output position {}: every logit is -inf",
-                      state.num_generated());
-  }
-  if (argmax == -2) return make_error(Code::kInternal, "a logit of the row is NaN or +inf");
+  if (argmax == -1) return model_error("a row of logits that are all -inf");
+  if (argmax == -2) return model_error("a row of logits holding NaN or +inf");
   if (argmax < 0 || argmax >= state.vocab_size()) return make_error(Code::kInternal, "argmax {} is outside the vocabulary", argmax);
   return SampleResult{argmax, std::nullopt};
 }

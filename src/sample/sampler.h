@@ -39,8 +39,8 @@ struct SampleResult {
 //   eos_token_ids   the model's EOS ids (banned by min_tokens unless ignore_eos).
 //   grammar_bitmask bitmask_words(width) words, bit set = allowed; empty = no grammar.
 //   key             (seed, completion index, output position) of this token; unused when greedy.
-// Fails for mismatched sizes, EOS ids outside the row, NaN or +inf logits (Code::kInternal), and
-// when the masks leave no token (Code::kInvalidArgument).
+// Fails for mismatched sizes, EOS ids outside the row, a logit that is not finite (the model's
+// fault: check_model_logits), and when the masks leave no token (Code::kInvalidArgument).
 Result<SampleResult> sample_row(std::span<float> logits, const SamplingParams& params,
                                 const SequenceSamplingState& state,
                                 std::span<const int32_t> eos_token_ids,
@@ -53,7 +53,11 @@ bool picks_argmax(const SamplingParams& params, const SequenceSamplingState& sta
                   std::span<const int32_t> eos_token_ids, bool has_grammar);
 
 // What sample_row returns for such a row, from Backend::argmax_rows' answer for it (an id, -1 for a
-// row of -inf, -2 for a row holding NaN or +inf).
+// row of -inf, -2 for a row holding NaN or +inf: nothing masked the row, so both are the model's).
 Result<SampleResult> argmax_result(int32_t argmax, const SequenceSamplingState& state);
+
+// A row of logits as the model produced it must be finite: NaN or an infinity comes from broken
+// weights or configuration values, not from the request (Code::kModelFormat naming the token).
+Result<void> check_model_logits(std::span<const float> logits);
 
 }  // namespace deepinfer

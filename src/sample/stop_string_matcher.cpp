@@ -72,9 +72,12 @@ StopStringFeed StopStringMatcher::feed(std::string_view delta, bool can_stop) {
   return out;
 }
 
-std::string StopStringMatcher::flush() {
+std::string StopStringMatcher::finish(std::string_view tail) {
+  if (stopped_) return {};
+  std::string out = feed(tail, false).text;
   emitted_ += held_.size();
-  return std::exchange(held_, {});
+  out += std::exchange(held_, {});
+  return out;
 }
 
 }  // namespace deepinfer

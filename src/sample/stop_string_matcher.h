@@ -36,8 +36,11 @@ class StopStringMatcher {
   // within this piece do not count and pass through as text. After a match, feeds return nothing.
   StopStringFeed feed(std::string_view delta, bool can_stop = true);
 
-  // The held-back text, when the completion ends for another reason (EOS, length, cancel).
-  std::string flush();
+  // The end of the text, whatever ends the completion: `tail` (text released only at the end, such
+  // as the U+FFFD of a character the last token left incomplete) is fed disarmed, and everything
+  // still held back is returned with it. After a stop string matched, nothing comes after it: the
+  // result is empty whatever `tail` holds.
+  std::string finish(std::string_view tail = {});
 
   bool stopped() const { return stopped_; }
 

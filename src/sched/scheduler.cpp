@@ -21,13 +21,13 @@ struct Planner {
   Planner(const std::vector<SchedSequence>& s, const SchedLimits& l)
       : lim(l), seqs(s), gone(s.size()), fed(s.size()), free_blocks(l.free_blocks), free_slots(l.free_slots) {}
 
-  void drop(size_t i, std::vector<int64_t>& list) {
+  void drop(size_t i, std::vector<size_t>& list) {
     free_blocks += seqs[i].blocks_held;
     if (seqs[i].has_slot) ++free_slots;
     seqs[i].blocks_held = 0;
     seqs[i].has_slot = false;
     gone[i] = true;
-    list.push_back(seqs[i].key);
+    list.push_back(i);
   }
 
   // Drops the least recently used idle sequence's state. False when there is none.
@@ -91,7 +91,7 @@ SchedDecision schedule_step(const std::vector<SchedSequence>& sequences, const S
     const SchedSequence& s = sequences[i];
     if (s.to_feed > 0 && blocks_for(static_cast<int64_t>(s.length) + std::min(s.to_feed, 1), limits.block_tokens) > limits.total_blocks) {
       p.gone[i] = true;
-      p.out.over_capacity.push_back(s.key);
+      p.out.over_capacity.push_back(i);
     }
   }
 
@@ -105,7 +105,7 @@ SchedDecision schedule_step(const std::vector<SchedSequence>& sequences, const S
       continue;
     }
     p.fed[i] = true;
-    p.out.feeds.push_back({sequences[i].key, n, held});
+    p.out.feeds.push_back({i, n, held});
     budget -= n;
   }
   for (size_t i : order) {  // prefills: chunks in arrival order, while the budget lasts
@@ -127,7 +127,7 @@ SchedDecision schedule_step(const std::vector<SchedSequence>& sequences, const S
     }
     if (held < 0) break;  // waits; later arrivals wait behind it
     p.fed[i] = true;
-    p.out.feeds.push_back({s.key, n, held});
+    p.out.feeds.push_back({i, n, held});
     budget -= n;
   }
   return p.out;

@@ -1,6 +1,7 @@
 // Continuous batching decisions for one engine step, as a pure function of the sequences' needs and
 // the free state memory: which sequences process how many tokens, and whose state is given up.
-// CPU-only; knows nothing of models or devices.
+// CPU-only; knows nothing of models or devices. Decisions name sequences by their index in the
+// input, so the caller maps them back to its own records without a lookup.
 //
 // Policy (vLLM-like):
 // - every decoding sequence (one token to process) runs each step, oldest first;
@@ -11,13 +12,13 @@
 //   later); a sequence that cannot fit even alone is reported as over capacity.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace deepinfer {
 
 struct SchedSequence {
-  int64_t key = 0;          // caller's id
   int32_t to_feed = 0;      // tokens waiting to be processed (0: idle, state kept for later)
   int32_t length = 0;       // tokens already in its state
   int32_t blocks_held = 0;
@@ -35,16 +36,17 @@ struct SchedLimits {
 };
 
 struct SchedFeed {
-  int64_t key = 0;
+  size_t index = 0;   // into the sequences scheduled
   int32_t n = 0;      // tokens to process this step
   int32_t blocks = 0; // blocks the sequence must hold for it
 };
 
 struct SchedDecision {
   std::vector<SchedFeed> feeds;
-  std::vector<int64_t> evict;          // idle sequences whose state is dropped
-  std::vector<int64_t> preempt;        // running sequences whose state is dropped (recomputed later)
-  std::vector<int64_t> over_capacity;  // sequences that cannot grow even with the whole pool
+  // Indices into the sequences scheduled:
+  std::vector<size_t> evict;          // idle sequences whose state is dropped
+  std::vector<size_t> preempt;        // running sequences whose state is dropped (recomputed later)
+  std::vector<size_t> over_capacity;  // sequences that cannot grow even with the whole pool
 };
 
 SchedDecision schedule_step(const std::vector<SchedSequence>& sequences, const SchedLimits& limits);

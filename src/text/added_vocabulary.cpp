@@ -2,6 +2,7 @@
 
 #include "text/unicode_category.h"
 #include "text/utf8.h"
+#include "util/json_excerpt.h"
 #include "util/log.h"
 
 #include <nlohmann/json.hpp>
@@ -127,7 +128,8 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& spec, c
           first.rstrip == tok.rstrip && first.normalized == tok.normalized) {
         continue;  // an exact repeat, which HF ignores too
       }
-      return make_error(Code::kModelFormat, "added_tokens: \"{}\" appears twice with different flags", tok.content);
+      return make_error(Code::kModelFormat, "added_tokens: \"{}\" appears twice with different flags",
+                        text_excerpt(tok.content));
     }
     // The id is the one HF assigns when it loads the file, whatever "id" says: the model's id for a
     // token it already has, else the next one after the vocabulary and the added tokens so far.
@@ -138,7 +140,7 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const nlohmann::json& spec, c
     }
     if (const auto given = t["id"].get<TokenId>(); given != tok.id) {
       log(LogLevel::kWarn, "tokenizer.json: added token \"{}\" says id {} but is loaded as {}, as HF tokenizers does",
-          tok.content, given, tok.id);
+          text_excerpt(tok.content), given, tok.id);
     }
     max_added = std::max(max_added, tok.id);
     index.emplace(tok.content, av.tokens_.size());

@@ -1,6 +1,8 @@
 #include "text/bpe_model.h"
 
 #include "text/byte_level.h"
+#include "text/tokenizer_limits.h"
+#include "util/json_excerpt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,7 +29,8 @@ Result<std::pair<std::string, std::string>> parse_merge(const nlohmann::json& m,
     const std::string& s = m.get_ref<const std::string&>();
     const std::size_t sp = s.find(' ');
     if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-      return make_error(Code::kModelFormat, "model: merge {} (\"{}\") is not two tokens separated by a space", rank, s);
+      return make_error(Code::kModelFormat, "model: merge {} (\"{}\") is not two tokens separated by a space", rank,
+                        text_excerpt(s));
     }
     return std::pair{s.substr(0, sp), s.substr(sp + 1)};
   }
@@ -72,7 +75,7 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& model) {
                            : model.contains("merges")                          ? "BPE"
                                                                                : "";
   if (type != "BPE") {
-    return make_error(Code::kUnsupported, "model type \"{}\" is not supported (only BPE)", type);
+    return make_error(Code::kUnsupported, "model type \"{}\" is not supported (only BPE)", text_excerpt(type));
   }
   if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() != 0.0) {
     return make_error(Code::kUnsupported, "model: BPE dropout is not supported (it makes encoding random)");
@@ -96,16 +99,27 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& model) {
   BpeModel m;
   m.fuse_unk_ = fuse_unk;
   m.ignore_merges_ = ignore_merges;
-  m.vocab_.reserve(model["vocab"].size());
+  const std::size_t entries = model["vocab"].size();
+  m.vocab_.reserve(entries);
+  // Every id gets a slot of the tokenizer's id table: ids far beyond the number of entries would
+  // make a small file cost gigabytes (and INT32_MAX overflowed the table's size).
+  const int64_t id_limit = std::min<int64_t>(kMaxTokenIds, 2 * static_cast<int64_t>(entries) + kSpareTokenIds);
   for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return make_error(Code::kModelFormat, "model: vocab entry \"{}\" has no valid id", token);
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      return make_error(Code::kModelFormat, "model: vocab entry \"{}\" has no valid id", text_excerpt(token));
+    }
+    if (id.get<int64_t>() >= id_limit) {
+      return make_error(Code::kModelFormat,
+                        "model: vocab entry \"{}\" has id {}, beyond the {} ids a vocabulary of {} entries may use",
+                        text_excerpt(token), id.get<int64_t>(), id_limit, entries);
     }
     m.vocab_.emplace(token, id.get<TokenId>());
   }
   if (unk) {
     const auto it = m.vocab_.find(*unk);
-    if (it == m.vocab_.end()) return make_error(Code::kModelFormat, "model: unk_token \"{}\" is not in the vocab", *unk);
+    if (it == m.vocab_.end()) {
+      return make_error(Code::kModelFormat, "model: unk_token \"{}\" is not in the vocab", text_excerpt(*unk));
+    }
     m.unk_id_ = it->second;
   }
   for (int b = 0; b < 256; ++b) {
@@ -128,7 +142,7 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& model) {
     const auto ab = m.vocab_.find(pair.first + pair.second);
     if (a == m.vocab_.end() || b == m.vocab_.end() || ab == m.vocab_.end()) {
       return make_error(Code::kModelFormat, "model: merge {} (\"{} {}\") uses a token that is not in the vocab", rank,
-                        pair.first, pair.second);
+                        text_excerpt(pair.first), text_excerpt(pair.second));
     }
     m.merges_.insert(a->second, b->second, Merge{static_cast<uint32_t>(rank), ab->second});
   }

@@ -1,5 +1,8 @@
 #include "text/normalizer.h"
 
+#include "text/tokenizer_limits.h"
+#include "util/json_excerpt.h"
+
 #include <nlohmann/json.hpp>
 #include <utf8proc.h>
 
@@ -8,8 +11,11 @@
 namespace deepinfer::text {
 namespace {
 
-Result<void> add(const nlohmann::json& spec, std::vector<int>& forms) {
+Result<void> add(const nlohmann::json& spec, std::vector<int>& forms, std::size_t depth) {
   if (spec.is_null()) return ok();
+  if (depth > kMaxSequenceDepth) {
+    return make_error(Code::kModelFormat, "normalizer: Sequences nested more than {} deep", kMaxSequenceDepth);
+  }
   if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string()) {
     return make_error(Code::kModelFormat, "normalizer: expected an object with a \"type\"");
   }
@@ -28,11 +34,14 @@ Result<void> add(const nlohmann::json& spec, std::vector<int>& forms) {
       return make_error(Code::kModelFormat, "normalizer Sequence: missing \"normalizers\" array");
     }
     for (const auto& n : spec["normalizers"]) {
-      DI_TRYV(add(n, forms));
+      DI_TRYV(add(n, forms, depth + 1));
     }
   } else {
     return make_error(Code::kUnsupported, "normalizer type \"{}\" is not supported (NFC, NFD, NFKC, NFKD, Sequence)",
-                      type);
+                      text_excerpt(type));
+  }
+  if (forms.size() > kMaxNormalizerSteps) {
+    return make_error(Code::kModelFormat, "normalizer: more than {} steps", kMaxNormalizerSteps);
   }
   return ok();
 }
@@ -41,7 +50,7 @@ Result<void> add(const nlohmann::json& spec, std::vector<int>& forms) {
 
 Result<Normalizer> Normalizer::from_json(const nlohmann::json& spec) {
   Normalizer n;
-  DI_TRYV(add(spec, n.forms_));
+  DI_TRYV(add(spec, n.forms_, 0));
   return n;
 }
 

@@ -1,8 +1,10 @@
 #include "text/pre_tokenizer.h"
 
 #include "text/regex.h"
+#include "text/tokenizer_limits.h"
 #include "text/unicode_category.h"
 #include "text/utf8.h"
+#include "util/json_excerpt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -190,7 +192,7 @@ Result<Behavior> parse_behavior(const nlohmann::json& spec) {
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  return make_error(Code::kModelFormat, "pre_tokenizer Split: unknown behavior \"{}\"", b);
+  return make_error(Code::kModelFormat, "pre_tokenizer Split: unknown behavior \"{}\"", text_excerpt(b));
 }
 
 Result<std::shared_ptr<const PreTokenizer::Step>> parse_split(const nlohmann::json& spec) {
@@ -213,7 +215,11 @@ Result<std::shared_ptr<const PreTokenizer::Step>> parse_split(const nlohmann::js
   return std::make_shared<SplitStep>(std::move(*re), behavior, invert);
 }
 
-Result<void> add(const nlohmann::json& spec, std::vector<std::shared_ptr<const PreTokenizer::Step>>& steps) {
+Result<void> add(const nlohmann::json& spec, std::vector<std::shared_ptr<const PreTokenizer::Step>>& steps,
+                 std::size_t depth) {
+  if (depth > kMaxSequenceDepth) {
+    return make_error(Code::kModelFormat, "pre_tokenizer: Sequences nested more than {} deep", kMaxSequenceDepth);
+  }
   if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string()) {
     return make_error(Code::kModelFormat, "pre_tokenizer: expected an object with a \"type\"");
   }
@@ -223,7 +229,7 @@ Result<void> add(const nlohmann::json& spec, std::vector<std::shared_ptr<const P
       return make_error(Code::kModelFormat, "pre_tokenizer Sequence: missing \"pretokenizers\" array");
     }
     for (const auto& p : spec["pretokenizers"]) {
-      DI_TRYV(add(p, steps));
+      DI_TRYV(add(p, steps, depth + 1));
     }
   } else if (type == "Split") {
     DI_TRY(step, parse_split(spec));
@@ -242,7 +248,12 @@ Result<void> add(const nlohmann::json& spec, std::vector<std::shared_ptr<const P
     steps.push_back(std::make_shared<ByteLevelStep>(prefix, std::move(re)));
   } else {
     return make_error(Code::kUnsupported,
-                      "pre_tokenizer type \"{}\" is not supported (Sequence, Split, Digits, ByteLevel)", type);
+                      "pre_tokenizer type \"{}\" is not supported (Sequence, Split, Digits, ByteLevel)",
+                      text_excerpt(type));
+  }
+  // Encoding recurses once per step for each piece: their number bounds the stack it needs.
+  if (steps.size() > kMaxPreTokenizerSteps) {
+    return make_error(Code::kModelFormat, "pre_tokenizer: more than {} steps", kMaxPreTokenizerSteps);
   }
   return ok();
 }
@@ -252,7 +263,7 @@ Result<void> add(const nlohmann::json& spec, std::vector<std::shared_ptr<const P
 Result<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& spec) {
   PreTokenizer p;
   if (!spec.is_null()) {
-    DI_TRYV(add(spec, p.steps_));
+    DI_TRYV(add(spec, p.steps_, 0));
   }
   for (std::size_t i = 0; i < p.steps_.size(); ++i) {
     const bool last = i + 1 == p.steps_.size();

@@ -1,6 +1,7 @@
 #include "text/regex.h"
 
 #include "text/unicode_category.h"
+#include "util/json_excerpt.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -72,6 +73,9 @@ std::string pcre2_message(int code) {
   pcre2_get_error_message(code, buf, sizeof buf);
   return reinterpret_cast<const char*>(buf);
 }
+
+constexpr uint64_t kBaseMatchLimit = 10'000'000;  // PCRE2's default
+constexpr uint64_t kMatchStepsPerByte = 16;
 
 std::size_t utf8_len(unsigned char lead) { return lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2; }
 
@@ -151,7 +155,7 @@ Result<std::shared_ptr<const Regex::Program>> Regex::build(const std::string& pa
                                    &err_offset, cc);
   pcre2_compile_context_free(cc);
   if (code == nullptr) {
-    return make_error(Code::kModelFormat, "bad regex \"{}\": {} (offset {} of the PCRE2 form)", shown,
+    return make_error(Code::kModelFormat, "bad regex \"{}\": {} (offset {} of the PCRE2 form)", text_excerpt(shown, 200),
                       pcre2_message(err), err_offset);
   }
   auto program = std::make_shared<Program>();
@@ -181,6 +185,11 @@ Result<Regex> Regex::literal(std::string_view text) {
 Result<void> Regex::for_each_match(std::string_view text, MatchSink on_match) const {
   const Program& program = recent_ && contains_unicode_additions(text) ? *recent_ : *plain_;
   MatchState& st = match_state();
+  // PCRE2's default budget (10M backtracking steps a match) is spent by ordinary patterns on a
+  // multi-megabyte whitespace run (`\s*[\r\n]+` backtracks through all of it): the budget grows
+  // with the text, so valid text tokenizes, and a pattern that still runs out is a clear error.
+  pcre2_set_match_limit(st.context, static_cast<uint32_t>(std::min<uint64_t>(
+                                        UINT32_MAX, kBaseMatchLimit + kMatchStepsPerByte * uint64_t{text.size()})));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
   std::size_t last_end = 0;
@@ -190,6 +199,13 @@ Result<void> Regex::for_each_match(std::string_view text, MatchSink on_match) co
                                : pcre2_match(program.code, subject, text.size(), last_end, PCRE2_NO_UTF_CHECK,
                                              st.data, st.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT ||
+        rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      return make_error(Code::kCapacity,
+                        "the tokenizer's split pattern gave up on {} bytes of text at byte {} ({}): the text "
+                        "is too complex for it",
+                        text.size(), last_end, pcre2_message(rc));
+    }
     if (rc < 0) return make_error(Code::kInternal, "regex match failed: {}", pcre2_message(rc));
     const std::size_t start = ov[0], end = ov[1];
     if (start == end && last_end == last_match_end) {

@@ -5,12 +5,13 @@
 #include "text/byte_level.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/tokenizer_limits.h"
 #include "text/utf8.h"
+#include "util/file_reading.h"
+#include "util/json_excerpt.h"
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 namespace deepinfer::text {
@@ -46,7 +47,10 @@ struct Tokenizer::Impl {
 
 namespace {
 
-Result<void> check_decoder(const nlohmann::json& d) {
+Result<void> check_decoder(const nlohmann::json& d, std::size_t depth) {
+  if (depth > kMaxSequenceDepth) {
+    return make_error(Code::kModelFormat, "decoder: Sequences nested more than {} deep", kMaxSequenceDepth);
+  }
   if (d.is_null()) return make_error(Code::kUnsupported, "decoder: none given; byte-level BPE needs ByteLevel");
   if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) {
     return make_error(Code::kModelFormat, "decoder: expected an object with a \"type\"");
@@ -54,9 +58,9 @@ Result<void> check_decoder(const nlohmann::json& d) {
   const std::string type = d["type"];
   if (type == "ByteLevel") return ok();
   if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array() && d["decoders"].size() == 1) {
-    return check_decoder(d["decoders"][0]);
+    return check_decoder(d["decoders"][0], depth + 1);
   }
-  return make_error(Code::kUnsupported, "decoder type \"{}\" is not supported (ByteLevel)", type);
+  return make_error(Code::kUnsupported, "decoder type \"{}\" is not supported (ByteLevel)", text_excerpt(type));
 }
 
 // A token named in tokenizer_config.json: a string, or an object with "content".
@@ -68,30 +72,27 @@ std::optional<std::string> config_token(const nlohmann::json& config, const char
   return std::nullopt;
 }
 
-Result<std::string> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Code::kNotFound, "cannot open {}", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error(Code::kIo, "cannot read {}", path.string());
-  return ss.str();
-}
-
 }  // namespace
 
 Result<Tokenizer> Tokenizer::from_file(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::is_directory(path, ec) ? path / "tokenizer.json" : path;
-  DI_TRY(json, read_file(file));
+  DI_TRY(json, read_whole_file(file, FileLimits{kMaxTokenizerFileBytes}));
   const std::filesystem::path config_path = file.parent_path() / "tokenizer_config.json";
   std::string config;
-  if (std::filesystem::exists(config_path, ec)) {
-    DI_TRY(c, read_file(config_path));
+  if (entry_exists(config_path)) {
+    DI_TRY(c, read_whole_file(config_path, FileLimits{kMaxTokenizerConfigBytes}));
     config = std::move(c);
   }
   auto tok = from_json(json, config);
   if (!tok) return make_error(tok.error().code, "{}: {}", file.string(), tok.error().message);
   return tok;
+}
+
+Result<std::optional<Tokenizer>> Tokenizer::from_model_dir(const std::filesystem::path& dir) {
+  if (!entry_exists(dir / "tokenizer.json")) return std::optional<Tokenizer>();
+  DI_TRY(tok, from_file(dir / "tokenizer.json"));
+  return std::optional<Tokenizer>(std::move(tok));
 }
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json) {
@@ -100,11 +101,12 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
     j = nlohmann::json::parse(tokenizer_json);
     if (!config_json.empty()) config = nlohmann::json::parse(config_json);
   } catch (const nlohmann::json::exception& e) {
-    return make_error(Code::kModelFormat, "not valid JSON: {}", e.what());
+    return make_error(Code::kModelFormat, "not valid JSON: {}", text_excerpt(e.what(), 200));
   }
   if (!j.is_object()) return make_error(Code::kModelFormat, "tokenizer.json is not a JSON object");
   if (j.contains("version") && j["version"] != "1.0") {
-    return make_error(Code::kUnsupported, "tokenizer.json version {} is not supported (1.0)", j["version"].dump());
+    return make_error(Code::kUnsupported, "tokenizer.json version {} is not supported (1.0)",
+                      json_excerpt(j["version"]));
   }
   for (const char* key : {"truncation", "padding"}) {
     if (j.contains(key) && !j[key].is_null()) {
@@ -122,7 +124,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
   impl->pre_tokenizer = std::move(pre_tokenizer);
   DI_TRY(model, BpeModel::from_json(j["model"]));
   impl->model = std::move(model);
-  DI_TRYV(check_decoder(part("decoder")));
+  DI_TRYV(check_decoder(part("decoder"), 0));
   DI_TRY(added, AddedVocabulary::from_json(part("added_tokens"), impl->normalizer, impl->model.vocab()));
   impl->added = std::move(added);
 

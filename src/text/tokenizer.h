@@ -8,7 +8,12 @@
 // adds tokens when asked to add special tokens, which encode() never does (add BOS yourself).
 //
 // Invalid UTF-8 input is rejected (Code::kInvalidArgument naming the byte offset), never replaced:
-// a prompt is not silently changed. Decoding replaces ill-formed byte sequences produced by token
+// a prompt is not silently changed. Text on which a split pattern exceeds its work budget (which
+// grows with the text's length; only a pathological pattern of the tokenizer.json runs out) is
+// Code::kCapacity.
+//
+// Loading is bounded whatever the file holds (text/tokenizer_limits.h): ids, Sequence depth, steps,
+// file size; only regular files are read. Decoding replaces ill-formed byte sequences produced by token
 // boundaries with U+FFFD, as HF does.
 //
 // A Tokenizer is immutable after loading and cheap to copy (shared state); encode and decode may run
@@ -41,6 +46,9 @@ class Tokenizer {
   // `path`: a tokenizer.json, or a model directory holding one. A tokenizer_config.json beside it,
   // when present, names the BOS / EOS tokens.
   static Result<Tokenizer> from_file(const std::filesystem::path& path);
+  // DIR/tokenizer.json; nullopt when the directory has no such entry. An entry that cannot be read
+  // (a symlink loop, a FIFO, ...) is an error, not a missing tokenizer.
+  static Result<std::optional<Tokenizer>> from_model_dir(const std::filesystem::path& dir);
   // `tokenizer_json`: the text of a tokenizer.json; `config_json`: that of tokenizer_config.json,
   // or empty.
   static Result<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view config_json = {});

@@ -1,5 +1,7 @@
 #include "util/dtype.h"
 
+#include "util/json_excerpt.h"
+
 #include <cmath>
 
 namespace deepinfer {
@@ -17,7 +19,7 @@ Result<DType> parse_safetensors_dtype(std::string_view s) {
   };
   for (const auto& e : kTable)
     if (e.name == s) return e.type;
-  return make_error(Code::kUnsupported, "unsupported tensor dtype \"{}\"", s);
+  return make_error(Code::kUnsupported, "unsupported tensor dtype \"{}\"", text_excerpt(s));
 }
 
 const char* dtype_name(DType t) {

@@ -7,9 +7,9 @@
 namespace deepinfer {
 namespace {
 
-std::mutex g_mutex;
-LogSink g_sink;
-std::atomic<LogLevel> g_level{LogLevel::kWarn};
+std::mutex g_mutex;                              // process-wide: the C ABI's logging is (di_set_log_callback)
+LogSink g_sink;                                  // process-wide: the one sink, under g_mutex
+std::atomic<LogLevel> g_level{LogLevel::kWarn};  // process-wide: di_set_log_level
 
 const char* level_tag(LogLevel l) {
   switch (l) {

@@ -12,7 +12,8 @@
 namespace deepinfer {
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of a shard must not block the open; fstat then refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     Code code = errno == ENOENT ? Code::kNotFound : Code::kIo;
     return make_error(code, "cannot open {}: {}", path, std::strerror(errno));

@@ -9,8 +9,8 @@ namespace {
 
 // Constant-initialised atomics: no constructor or destructor runs, so they are valid at any point of
 // start-up and exit.
-std::atomic<uint64_t> g_fork_generation{0};
-std::atomic<bool> g_exiting{false};
+std::atomic<uint64_t> g_fork_generation{0};  // process-wide: a fact of the process, not a setting
+std::atomic<bool> g_exiting{false};           // process-wide: a fact of the process, not a setting
 
 void count_fork() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 

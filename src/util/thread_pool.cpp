@@ -1,12 +1,26 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 
 namespace deepinfer {
 
-ThreadPool::ThreadPool(size_t n_threads) {
+Result<std::unique_ptr<ThreadPool>> ThreadPool::create(size_t n_threads) {
   if (n_threads == 0) n_threads = std::max<size_t>(1, std::thread::hardware_concurrency());
-  for (size_t i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  if (n_threads > kMaxThreads) {
+    return make_error(Code::kInvalidArgument, "a pool of {} threads is more than the {} supported", n_threads, kMaxThreads);
+  }
+  std::unique_ptr<ThreadPool> pool(new ThreadPool());
+  pool->workers_.reserve(n_threads - 1);  // no reallocation below: a failed start adds nothing
+  for (size_t i = 1; i < n_threads; ++i) {
+    try {
+      pool->workers_.emplace_back([p = pool.get()] { p->worker_loop(); });
+    } catch (const std::exception& e) {
+      // The destructor stops and joins the workers that did start.
+      return make_error(Code::kOutOfMemory, "cannot start worker thread {} of {}: {}", i, n_threads - 1, e.what());
+    }
+  }
+  return pool;
 }
 
 ThreadPool::~ThreadPool() {

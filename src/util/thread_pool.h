@@ -1,9 +1,12 @@
 // A fixed pool of worker threads for data-parallel loops (the CPU backend's kernels).
 #pragma once
 
+#include "util/result.h"
+
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -12,8 +15,13 @@ namespace deepinfer {
 
 class ThreadPool {
  public:
+  // More is a configuration mistake (e.g. --threads 100000), refused before any thread starts.
+  static constexpr size_t kMaxThreads = 4096;
+
   // n_threads == 0: one per hardware thread. The calling thread also works, so n-1 workers start.
-  explicit ThreadPool(size_t n_threads = 0);
+  // A worker the system cannot start (memory, process limits) is Code::kOutOfMemory; the workers
+  // already started are stopped and joined first.
+  static Result<std::unique_ptr<ThreadPool>> create(size_t n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -25,6 +33,7 @@ class ThreadPool {
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
  private:
+  ThreadPool() = default;
   void worker_loop();
   void run_chunks();
 

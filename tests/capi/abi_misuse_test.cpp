@@ -636,6 +636,46 @@ TEST_F(Misuse, InvalidSamplingValuesAreRejectedAndChangeNothing) {
   ASSERT_DI_OK(di_sampling_clear_stop_strings(p));
 }
 
+// One rule per field: every limit the setters take, the engine takes when the generation starts
+// (they once disagreed on top_k -1 and on the temperature cap), and one step past it the setters refuse.
+TEST_F(Misuse, SamplingLimitsOfTheSettersAreTheEngines) {
+  const float cap = 1e6f;  // deepinfer.h: temperature in [0, 1e6]
+  struct Limit {
+    const char* name;
+    std::function<di_error*(di_sampling*)> set, past;
+    bool logprobs = false;  // the events carry logprobs
+  };
+  const std::vector<Limit> limits = {
+      {"top_k -1", [](di_sampling* p) { return di_sampling_set_top_k(p, -1); },
+       [](di_sampling* p) { return di_sampling_set_top_k(p, -2); }},
+      {"temperature 1e6", [=](di_sampling* p) { return di_sampling_set_temperature(p, cap); },
+       [=](di_sampling* p) { return di_sampling_set_temperature(p, std::nextafter(cap, 2 * cap)); }},
+      {"top_p 1", [](di_sampling* p) { return di_sampling_set_top_p(p, 1.0f); },
+       [](di_sampling* p) { return di_sampling_set_top_p(p, std::nextafter(1.0f, 2.0f)); }},
+      {"min_p 1", [](di_sampling* p) { return di_sampling_set_min_p(p, 1.0f); },
+       [](di_sampling* p) { return di_sampling_set_min_p(p, std::nextafter(1.0f, 2.0f)); }},
+      {"repetition_penalty 100", [](di_sampling* p) { return di_sampling_set_repetition_penalty(p, 100.0f); },
+       [](di_sampling* p) { return di_sampling_set_repetition_penalty(p, std::nextafter(100.0f, 200.0f)); }},
+      {"repetition_penalty 0.01", [](di_sampling* p) { return di_sampling_set_repetition_penalty(p, 0.01f); },
+       [](di_sampling* p) { return di_sampling_set_repetition_penalty(p, std::nextafter(0.01f, 0.0f)); }},
+      {"presence_penalty -2", [](di_sampling* p) { return di_sampling_set_presence_penalty(p, -2.0f); },
+       [](di_sampling* p) { return di_sampling_set_presence_penalty(p, std::nextafter(-2.0f, -3.0f)); }},
+      {"frequency_penalty 2", [](di_sampling* p) { return di_sampling_set_frequency_penalty(p, 2.0f); },
+       [](di_sampling* p) { return di_sampling_set_frequency_penalty(p, std::nextafter(2.0f, 3.0f)); }},
+      {"logprobs 20", [](di_sampling* p) { return di_sampling_set_logprobs(p, 20); },
+       [](di_sampling* p) { return di_sampling_set_logprobs(p, 21); }, true},
+  };
+  for (const Limit& l : limits) {
+    Sampling sp = seeded(7, 2);
+    ASSERT_DI_OK(l.set(sp.get())) << l.name;
+    Output out = run_prompt(engine(), prompt(), sp.get(), 1, l.logprobs);
+    ASSERT_EQ(out.completions.size(), 1u) << l.name;
+    EXPECT_EQ(out.completions[0].error.code, DI_OK) << l.name << ": " << out.completions[0].error.message;
+    EXPECT_EQ(out.completions[0].tokens.size(), 2u) << l.name;
+    EXPECT_DI_CODE(l.past(sp.get()), DI_ERR_INVALID_ARGUMENT) << l.name;
+  }
+}
+
 // Cross-field checks happen when the generation starts, and adding a valid stop string does not
 // fail because of another field.
 TEST_F(Misuse, MinTokensAboveMaxTokensIsRejectedAtGenerate) {
@@ -1080,7 +1120,7 @@ TEST_F(Misuse, BadGrammarsFailAtCompileAndNameTheProblem) {
   for (const Bad& b : std::vector<Bad>{
            {DI_GRAMMAR_REGEX, "(ab", DI_ERR_GRAMMAR, ""},
            {DI_GRAMMAR_JSON_SCHEMA, "{not json", DI_ERR_GRAMMAR, ""},
-           {DI_GRAMMAR_JSON_SCHEMA, R"({"type": "object", "dependentSchemas": {"a": {}}})", DI_ERR_GRAMMAR, "dependentSchemas"},
+           {DI_GRAMMAR_JSON_SCHEMA, R"({"type": "array", "contains": {}, "maxContains": 2})", DI_ERR_GRAMMAR, "maxContains"},
            {DI_GRAMMAR_EBNF, "root ::= undefined", DI_ERR_GRAMMAR, "undefined"},
        }) {
     di_error* err = di_grammar_compile(engine(), b.kind, b.spec.data(), b.spec.size(), &g);

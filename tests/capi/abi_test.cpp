@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -954,6 +955,55 @@ TEST(DemoEngines, StateMemoryLimitsASequence) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A grammar is bound to a vocabulary, not to the engine that compiled it: another engine with the
+// same tokenizer, vocabulary size and end-of-sequence tokens generates with it, and so does one
+// compiled with di_grammar_compile_for_tokenizer for that vocabulary; another vocabulary is refused
+// at di_session_generate.
+TEST(DemoEngines, GrammarsServeEveryEngineOfTheirVocabulary) {
+  Engine a = open_engine(DI_DEMO_MODEL_DIR), b = open_engine(DI_DEMO_MODEL_DIR);
+  ASSERT_TRUE(a && b);
+  const char* spec = "(once|one day) [a-z ]{5,40}\\.";
+  auto matches = [&](const std::string& text) {
+    return (text.rfind("once ", 0) == 0 || text.rfind("one day ", 0) == 0) && !text.empty() && text.back() == '.' &&
+           text.find_first_not_of("abcdefghijklmnopqrstuvwxyz .") == std::string::npos;
+  };
+  di_grammar* from_a = nullptr;
+  ASSERT_DI_OK(di_grammar_compile(a.get(), DI_GRAMMAR_REGEX, spec, std::strlen(spec), &from_a));
+  Sampling sp = seeded(3, 60);
+  ASSERT_DI_OK(di_sampling_set_grammar(sp.get(), from_a));
+  di_grammar_free(from_a);
+  Output out = run_prompt(b.get(), tokenize(b.get(), kPrompt), sp.get());
+  EXPECT_TRUE(matches(out.completions[0].text)) << out.completions[0].text;
+
+  di_tokenizer* tok = nullptr;
+  ASSERT_DI_OK(di_engine_tokenizer(b.get(), &tok));
+  int32_t width = 0, eos[4];
+  size_t n_eos = 0;
+  ASSERT_DI_OK(di_engine_vocab_size(b.get(), &width));
+  ASSERT_DI_OK(di_engine_eos_tokens(b.get(), eos, 4, &n_eos));
+  di_grammar* for_tokenizer = nullptr;
+  ASSERT_DI_OK(di_grammar_compile_for_tokenizer(tok, width, eos, n_eos, DI_GRAMMAR_REGEX, spec, std::strlen(spec), 0, 0, &for_tokenizer));
+  // Compiling the same spec again hits the tokenizer's cached compiler (no vocabulary rebuilt).
+  di_grammar* again = nullptr;
+  ASSERT_DI_OK(di_grammar_compile_for_tokenizer(tok, width, eos, n_eos, DI_GRAMMAR_REGEX, spec, std::strlen(spec), 0, 0, &again));
+  di_grammar_free(again);
+  ASSERT_DI_OK(di_sampling_set_grammar(sp.get(), for_tokenizer));
+  out = run_prompt(b.get(), tokenize(b.get(), kPrompt), sp.get());
+  EXPECT_TRUE(matches(out.completions[0].text)) << out.completions[0].text;
+
+  // The tokenizer's own size (narrower masks than the model's logits) is another vocabulary.
+  di_grammar* narrow = nullptr;
+  ASSERT_DI_OK(di_grammar_compile_for_tokenizer(tok, width - 1, eos, n_eos, DI_GRAMMAR_REGEX, spec, std::strlen(spec), 0, 0, &narrow));
+  ASSERT_DI_OK(di_sampling_set_grammar(sp.get(), narrow));
+  Session s = make_session(b.get());
+  auto ids = tokenize(b.get(), kPrompt);
+  ASSERT_DI_OK(di_session_add_tokens(s.get(), ids.data(), ids.size()));
+  EXPECT_DI_CODE(di_session_generate(s.get(), sp.get()), DI_ERR_INVALID_ARGUMENT);
+  di_grammar_free(narrow);
+  di_grammar_free(for_tokenizer);
+  di_tokenizer_free(tok);
+}
+
 // A model without a tokenizer: token ids in, ids out.
 
 TEST(TokenizerLess, TokensInTokensOut) {

@@ -36,4 +36,31 @@ head -c 20000 "$model/../demo_training/heldout.txt" >"$tmp/text.txt"
 if "$bin" generate --model "$model" --prompt x --top-p 2 --device cpu >/dev/null 2>"$tmp/err"; then fail "top_p=2 accepted"; fi
 grep -q "top_p" "$tmp/err" || fail "the error does not name top_p"
 if "$bin" generate --model "$tmp/missing" --prompt x >/dev/null 2>"$tmp/err"; then fail "missing model accepted"; fi
+# Hostile input: devices are refused as input files (not read for ever), a thread count no system
+# gives fails cleanly, and a model whose logits are NaN is an error (not a file of NaNs, exit 0).
+if "$bin" generate --model "$model" --prompt-file /dev/zero --device cpu >/dev/null 2>"$tmp/err"; then fail "--prompt-file /dev/zero accepted"; fi
+grep -q "character device" "$tmp/err" || fail "--prompt-file /dev/zero: $(cat "$tmp/err")"
+if "$bin" logits --model "$model" --ids-file /dev/zero --out "$tmp/zero.f32" 2>"$tmp/err"; then fail "--ids-file /dev/zero accepted"; fi
+grep -q "character device" "$tmp/err" || fail "--ids-file /dev/zero: $(cat "$tmp/err")"
+if "$bin" generate --model "$model" --prompt x --threads 100000 --device cpu >/dev/null 2>"$tmp/err"; then fail "--threads 100000 accepted"; fi
+grep -q "threads" "$tmp/err" || fail "--threads 100000: $(cat "$tmp/err")"
+python3 - "$model" "$tmp/nan" <<'PY'
+# A copy of the model whose final norm weights are NaN (each file a symlink except that shard).
+import json, os, struct, sys
+src, dst = sys.argv[1:]
+os.mkdir(dst)
+shard = json.load(open(os.path.join(src, "model.safetensors.index.json")))["weight_map"]["model.norm.weight"]
+for name in os.listdir(src):
+    if name != shard:
+        os.symlink(os.path.realpath(os.path.join(src, name)), os.path.join(dst, name))
+data = bytearray(open(os.path.join(src, shard), "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+entry = json.loads(data[8:8 + n])["model.norm.weight"]
+begin, end = (8 + n + o for o in entry["data_offsets"])
+nan = b"\x00\x00\xc0\x7f" if entry["dtype"] == "F32" else b"\xc0\x7f"
+data[begin:end] = nan * ((end - begin) // len(nan))
+open(os.path.join(dst, shard), "wb").write(data)
+PY
+if "$bin" logits --model "$tmp/nan" --ids-file "$tmp/ids.txt" --out "$tmp/nan.f32" 2>"$tmp/err"; then fail "NaN logits written with exit 0"; fi
+grep -q "the model produced" "$tmp/err" || fail "NaN logits: $(cat "$tmp/err")"
 echo "cli tests passed"

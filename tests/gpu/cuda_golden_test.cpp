@@ -107,7 +107,12 @@ std::vector<std::string> case_names() {
   return names;
 }
 
-std::string demo_dir() { return testing::golden_dir() + "/../../models/demo"; }
+// Runs first and on every machine (no GPU needed): missing data is a failure that says what is
+// missing, not an uncaught exception or a crash in the tests that read it.
+TEST(CudaTestData, IsPresent) {
+  const std::string missing = testing::missing_test_data();
+  EXPECT_TRUE(missing.empty()) << missing;
+}
 
 class CudaGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -118,13 +123,13 @@ TEST_P(CudaGolden, MatchesCpuFullChunkedTokenAndBatched) {
   const bool demo = GetParam() == "demo_model";
   if (demo) {
     f.name = "demo_model";
-    f.checkpoint = demo_dir();
-    if (!std::filesystem::exists(f.checkpoint + "/config.json")) GTEST_SKIP() << "no demo model at " << f.checkpoint;
+    f.checkpoint = testing::demo_model_dir();
+    ASSERT_TRUE(std::filesystem::exists(f.checkpoint + "/config.json")) << testing::missing_test_data();
   } else {
     f = testing::load_golden_fixture(GetParam());
-    ASSERT_FALSE(f.ids.empty());
+    ASSERT_FALSE(f.ids.empty()) << "no ids in fixture " << GetParam() << ": " << testing::missing_test_data();
   }
-  auto cpu = make_cpu_backend();
+  auto cpu = make_cpu_backend().value();
   auto cpu_model = DeepseekV4::load(f.checkpoint, *cpu);
   ASSERT_TRUE(cpu_model) << cpu_model.error().message;
   RunnerOptions opt;

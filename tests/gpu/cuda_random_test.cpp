@@ -27,7 +27,7 @@ void expect_matches_cpu(const ModelConfig& c, Backend* gpu) {
   auto gpu32_r = testing::gpu_backend(true);
   ASSERT_TRUE(gpu32_r) << gpu32_r.error().message;
   auto gpu32 = std::move(gpu32_r).value();
-  auto cpu = make_cpu_backend();
+  auto cpu = make_cpu_backend().value();
   auto m_cpu = DeepseekV4::random(c, *cpu, 11);
   auto m_gpu32 = DeepseekV4::random(c, *gpu32, 11);
   auto m_gpu = DeepseekV4::random(c, *gpu, 11);
@@ -75,7 +75,7 @@ TEST(CudaRandomModel, WideDecodeStepsReplayedAsGraphsMatchEager) {
   wide.head_dim = 512;
   wide.num_heads = 64;
   for (const ModelConfig& c : {demo_config(), wide}) {
-    auto cpu = make_cpu_backend();
+    auto cpu = make_cpu_backend().value();
     auto m_cpu = DeepseekV4::random(c, *cpu, 3);
     auto m_gpu = DeepseekV4::random(c, *gpu, 3);
     ASSERT_TRUE(m_cpu && m_gpu);

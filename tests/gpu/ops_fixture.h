@@ -31,7 +31,7 @@ class CudaOps : public ::testing::Test {
       FAIL() << g.error().message;
     }
     t.gpu = std::move(g.value());
-    t.cpu = make_cpu_backend(2);
+    t.cpu = make_cpu_backend(2).value();
     t.allocate(empty_layout(), 2, 4096);
   }
   Twin t;

@@ -8,12 +8,16 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 namespace deepinfer::testing {
 
+// Without the demo model the calling test fails with a message (gtest reports the exception); a
+// default ModelConfig would be the full-size model.
 inline ModelConfig demo_config() {
-  auto c = DeepseekV4::read_config(golden_dir() + "/../../models/demo");
-  EXPECT_TRUE(c) << c.error().message;
-  return c ? c.value() : ModelConfig{};
+  auto c = DeepseekV4::read_config(demo_model_dir());
+  if (!c) throw std::runtime_error(c.error().message + " (" + missing_test_data() + ")");
+  return c.value();
 }
 
 // `n_seqs` sequences: prefill `prompt` tokens each (one forward), then `steps` decode steps of the

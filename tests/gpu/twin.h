@@ -198,7 +198,7 @@ inline Result<Twin> make_twin(const GpuVariant& v, const StateLayout& layout, in
   DI_TRY(gpu, gpu_backend(v.fp32_weights, v.features));
   Twin t;
   t.gpu = std::move(gpu);
-  t.cpu = make_cpu_backend(2);
+  t.cpu = make_cpu_backend(2).value();
   DI_TRYV(t.cpu->allocate_state(layout, slots, blocks));
   DI_TRYV(t.gpu->allocate_state(layout, slots, blocks));
   return t;

@@ -9,9 +9,16 @@
 // One GrammarCompiler serves all schemas, as in the engine; the first pass over a schema runs on
 // cold caches.
 //
+// With --suite DIR (tests/golden/json-schema-test-suite/draft2020-12) it instead compiles every
+// schema of the JSON-Schema-Test-Suite with one warm compiler (the vocabulary built once) and
+// walks each valid instance that compiles, token by token (the accepted compact text, tokenized
+// greedily): compile time per schema and the time of every fill_mask, first visits included.
+//
 //   grammar_bench [--passes N] [--samples N] [--repeats N] [--seed S] [--schemas FILE] [--print-outputs]
+//   grammar_bench --suite DIR [--repeats N]
 #include "grammar/grammar_compiler.h"
 #include "grammar/matcher.h"
+#include "instance_acceptance.h"
 #include "random_generation.h"
 #include "test_vocabularies.h"
 
@@ -21,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -53,6 +61,7 @@ struct Options {
   int repeats = 3;
   uint64_t seed = 1;
   std::string schemas = DI_BENCH_DIR "/grammar_schemas.json";
+  std::string suite;
   bool print_outputs = false;
 };
 
@@ -70,10 +79,15 @@ Options parse_args(int argc, char** argv) {
       o.seed = static_cast<uint64_t>(std::atoll(argv[++i]));
     } else if (arg("--schemas")) {
       o.schemas = argv[++i];
+    } else if (arg("--suite")) {
+      o.suite = argv[++i];
     } else if (std::strcmp(argv[i], "--print-outputs") == 0) {
       o.print_outputs = true;
     } else {
-      fmt::print(stderr, "usage: {} [--passes N] [--samples N] [--repeats N] [--seed S] [--schemas FILE] [--print-outputs]\n", argv[0]);
+      fmt::print(stderr,
+                 "usage: {} [--passes N] [--samples N] [--repeats N] [--seed S] [--schemas FILE] [--print-outputs]\n"
+                 "       {} --suite DIR [--repeats N]\n",
+                 argv[0], argv[0]);
       std::exit(2);
     }
   }
@@ -181,10 +195,86 @@ void keep_min(std::vector<double>& acc, const std::vector<double>& v) {
   for (size_t i = 0; i < acc.size() && i < v.size(); ++i) acc[i] = std::min(acc[i], v[i]);
 }
 
+// The JSON-Schema-Test-Suite walk (see the header comment). Deterministic: repeats time the same
+// compiles and masks in the same order.
+struct SuiteRun {
+  std::vector<double> compile, mask;
+  size_t cases = 0, compiled = 0, instances = 0, refused = 0;
+};
+
+SuiteRun run_suite(const std::vector<Json>& files, const std::shared_ptr<const TokenVocabulary>& vocab) {
+  SuiteRun r;
+  GrammarCompiler compiler(vocab, 0);
+  std::vector<uint32_t> mask(vocab->mask_words());
+  for (const auto& cases : files) {
+    for (const auto& c : cases) {
+      ++r.cases;
+      auto start = Clock::now();
+      auto g = compiler.compile(GrammarKind::kJsonSchema, c["schema"].dump());
+      double us = micros(Clock::now() - start);
+      if (!g) continue;
+      ++r.compiled;
+      r.compile.push_back(us);
+      for (const auto& t : c["tests"]) {
+        if (!t["valid"].get<bool>()) continue;
+        Matcher probe(g.value());
+        auto text = testing::accepted_text(probe, t["data"], testing::Layout::kCompact);
+        if (!text) continue;
+        std::vector<int32_t> ids = tokenize(*vocab, *text);
+        ids.push_back(vocab->eos_ids()[0]);
+        ++r.instances;
+        Matcher m(g.value());
+        for (int32_t id : ids) {
+          auto a = Clock::now();
+          m.fill_mask(mask.data());
+          r.mask.push_back(micros(Clock::now() - a));
+          if (!((mask[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u) || !m.advance(id)) {
+            ++r.refused;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+int suite_main(const Options& opt) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> paths;
+  for (const auto& e : fs::recursive_directory_iterator(opt.suite)) {
+    if (e.path().extension() == ".json") paths.push_back(e.path());
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<Json> files;
+  for (const auto& p : paths) files.push_back(Json::parse(std::ifstream(p)));
+  auto t0 = Clock::now();
+  auto vocab = testing::deepseek_vocabulary();
+  fmt::print("vocabulary: {} entries, loaded in {:.0f} ms\n", vocab->size(), micros(Clock::now() - t0) / 1000);
+  SuiteRun best;
+  for (int rep = 0; rep < opt.repeats; ++rep) {
+    SuiteRun run = run_suite(files, vocab);
+    if (rep == 0) {
+      best = std::move(run);
+      continue;
+    }
+    keep_min(best.compile, run.compile);
+    keep_min(best.mask, run.mask);
+  }
+  fmt::print("JSON-Schema-Test-Suite: {} files, {} schemas, {} compiled; {} valid instances walked ({} refused)\n", files.size(),
+             best.cases, best.compiled, best.instances, best.refused);
+  fmt::print("mask (us, first visits included)  {}\n", stats(best.mask));
+  fmt::print("compile (us, warm tokenizer)      p50 {:8.0f}  p99 {:8.0f}  max {:9.0f}  ({} schemas)\n", percentile(best.compile, 50),
+             percentile(best.compile, 99), percentile(best.compile, 100), best.compile.size());
+  fmt::print("(per mask and per compile: the minimum over {} repeats of the whole walk)\n", opt.repeats);
+  return best.refused == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options opt = parse_args(argc, argv);
+  if (!opt.suite.empty()) return suite_main(opt);
   std::ifstream in(opt.schemas);
   if (!in) {
     fmt::print(stderr, "cannot open {}\n", opt.schemas);

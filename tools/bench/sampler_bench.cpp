@@ -192,7 +192,12 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "--vocab must be >= 64 and --rows >= 1\n");
     return 2;
   }
-  ThreadPool pool(threads);
+  auto created = ThreadPool::create(threads);
+  if (!created) {
+    std::fprintf(stderr, "%s\n", created.error().message.c_str());
+    return 1;
+  }
+  ThreadPool& pool = *created.value();
   std::vector<int32_t> prompt{1, 2, 3, 17, 4000, 5};
   auto state = SequenceSamplingState::create(prompt, vocab);
   if (!state) {

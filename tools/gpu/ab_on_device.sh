@@ -4,7 +4,7 @@
 # printing the prefill rows. Wall-clock effects (host time of library calls, syncs) show here, not
 # in --compare's op sums. Environment: AB_LENS (default 4096,8192), AB_BATCHES (default 1), AB_EXTRA
 # (more bench flags), AB_BIN (the deepinfer binary; default the bundle's: another build's binary
-# carried beside it A/Bs two trees). Packed into .carry/ by pack_for_device.sh; run there as
+# copied beside it A/Bs two trees). pack_for_device.sh puts it in the bundle folder; run there as
 # `bash ab_on_device.sh "" "pdl=0"`.
 source "$(dirname "$0")/device_env.sh"
 i=0

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device-side: per-kernel times of eager batch-1 decode steps of V4-Flash-4L under Nsight Compute
 # (caches and clocks left as they are; kernels serialized, so programmatic dependent launch overlaps
-# nothing here). pack_for_device.sh puts this script and ncu_step_table.py into .carry/. COUNT:
+# nothing here). pack_for_device.sh puts this script and ncu_step_table.py in the bundle folder. COUNT:
 # kernels profiled (>= two steps after the model's weight fills and the ceiling measurements; 1000
 # holds ~9 steps).
 # DETAIL=<kernel name regex> instead profiles the first DETAIL_COUNT (default 2) matching kernels of

@@ -1,13 +1,13 @@
 #!/bin/bash
-# Packs what a GPU machine needs for the CUDA checks and benchmarks into .carry/ (git-ignored) of this
-# checkout: bundle.tar.xz with bin/ (deepinfer, test_cuda_backend, engine_bench, sampler_bench) and lib/ (the core
+# Packs what a GPU machine needs for the CUDA checks and benchmarks into the bundle folder of this
+# checkout (`.carry/`, git-ignored): bundle.tar.xz with bin/ (deepinfer, test_cuda_backend, engine_bench, sampler_bench) and lib/ (the core
 # library libdeepinfer.so.0, the CUDA backend module libdeepinfer-cuda.so.0, and the shared libraries
 # a bare CUDA image lacks), the device-side scripts of tools/gpu and the V4-Flash-4L config.
 # Build first, here: -DDEEPINFER_CUDA_ARCHS=90a, targets deepinfer deepinfer_cuda deepinfer_cli
-# test_cuda_backend engine_bench sampler_bench. Then, on the GPU machine, in a checkout holding .carry/:
-#   cd .carry && QUIET_OPS=1 PER_TEST=90 bash run_tests.sh; TESTS=0 BENCH_SECONDS=280 bash run_bench.sh
+# test_cuda_backend engine_bench sampler_bench. Copy the checkout with its bundle folder to the GPU machine; there,
+# in the bundle folder: QUIET_OPS=1 PER_TEST=90 bash run_tests.sh; TESTS=0 BENCH_SECONDS=280 bash run_bench.sh
 # (per-kernel decode times under Nsight Compute: bash ncu_decode_step.sh). The scripts write their
-# results under $OUT (default: out/ there). cuBLAS comes from the machine: its CUDA toolkit, or
+# results to out/ there (or to the folder the environment variable OUT names). cuBLAS comes from the machine: its CUDA toolkit, or
 # python's nvidia.cublas package.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

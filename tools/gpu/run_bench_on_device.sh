@@ -1,6 +1,6 @@
 #!/bin/bash
 # Device-side runner of `deepinfer bench` on the V4-Flash-4L shape (pack_for_device.sh packs it into
-# .carry/ as run_bench.sh, with the binaries and the config). Environment: INPUT_LENS (default
+# the bundle folder as run_bench.sh, with the binaries and the config). Environment: INPUT_LENS (default
 # 4096,32768), BENCH_SECONDS (the bench's own budget, default 170), TESTS=0 to skip the GPU tests,
 # ENGINE=0 to skip the engine runs (greedy and sampled, on the V4-Flash-4L shape), EXTRA (more bench
 # flags).

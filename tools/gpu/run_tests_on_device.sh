@@ -1,6 +1,6 @@
 #!/bin/bash
 # Device-side runner of the CUDA backend's checks on a GPU machine (pack_for_device.sh packs it, with
-# the binaries, into .carry/ as run_tests.sh). Options (environment): PER_TEST seconds, QUIET_OPS=1,
+# the binaries, into the bundle folder as run_tests.sh). Options (environment): PER_TEST seconds, QUIET_OPS=1,
 # MEMCHECK=<seconds> with MEMCHECK_FILTER=<gtest filter>.
 #
 # Runs the tests one process per test (a sticky CUDA fault cannot hide later tests), the CLI on the

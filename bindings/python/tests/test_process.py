@@ -120,7 +120,7 @@ def test_module_cli_chat_and_errors():
     assert r.returncode == 0, r.stderr
     bad = run_python("import sys, deepinfer._cli as c; sys.exit(c.main(sys.argv[1:]))",
                      "generate", "--model", "/no/such/model", "--prompt", "x")  # fmt: skip
-    assert bad.returncode == 1 and "deepinfer: not found: cannot read /no/such/model/config.json" in bad.stderr
+    assert bad.returncode == 1 and "deepinfer: not found: cannot open /no/such/model/config.json" in bad.stderr
 
 
 def test_progress_bar_only_on_a_terminal():

@@ -57,7 +57,7 @@ void rms_normalize(const float* x, const float* weight, float eps, int n, float*
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  explicit CpuBackend(std::unique_ptr<ThreadPool> pool) : pool_(std::move(pool)) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -120,7 +120,7 @@ class CpuBackend final : public Backend {
       return make_error(Code::kOutOfMemory, "cannot allocate a random weight of {} floats", n);
     }
     float* f = out->f.data();
-    pool_.parallel_for(n, 1 << 16, [&](size_t b, size_t e) {
+    pool_->parallel_for(n, 1 << 16, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) f[i] = random_value(seed, i, mean, stddev);
     });
     return std::unique_ptr<DeviceWeight>(std::move(out));
@@ -129,7 +129,7 @@ class CpuBackend final : public Backend {
   Result<void> randomize_state(uint64_t seed) override {
     auto fill = [&](std::vector<float>& v, uint64_t s) {
       float* f = v.data();
-      pool_.parallel_for(v.size(), 1 << 16, [&](size_t b, size_t e) {
+      pool_->parallel_for(v.size(), 1 << 16, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) f[i] = random_value(s, i, 0.0f, 0.57735027f);  // uniform [-1, 1)
       });
     };
@@ -228,7 +228,7 @@ class CpuBackend final : public Backend {
   void rms_norm(Tensor x, const DeviceWeight* weight, float eps, int group, Tensor out) override {
     const float* wt = fdata(weight);
     const int64_t groups_per_row = x.cols / group;
-    pool_.parallel_for(static_cast<size_t>(x.rows * groups_per_row), 64, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(x.rows * groups_per_row), 64, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         int64_t r = static_cast<int64_t>(i) / groups_per_row, g = static_cast<int64_t>(i) % groups_per_row;
         rms_normalize(row(x, r) + g * group, wt, eps, group, row(out, r) + g * group);
@@ -238,7 +238,7 @@ class CpuBackend final : public Backend {
 
   void rope(Tensor x, int head_dim, const Rope& rope, bool inverse) override {
     const int64_t heads = x.cols / head_dim;
-    pool_.parallel_for(static_cast<size_t>(x.rows), 16, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(x.rows), 16, [&](size_t b, size_t e) {
       for (size_t r = b; r < e; ++r)
         for (int64_t h = 0; h < heads; ++h) rotate(row(x, r) + h * head_dim, head_dim, rope, batch_->positions[r], inverse);
     });
@@ -273,7 +273,7 @@ class CpuBackend final : public Backend {
     Tensor mix = hc_mix(streams, hc, mix_size);
     const float* base = fdata(hc.base);
     const float* scale = fdata(hc.scale);
-    pool_.parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {
       std::vector<float> pre(n), c(static_cast<size_t>(n * n));
       for (size_t t = b; t < e; ++t) {
         const float* m = row(mix, t);
@@ -314,7 +314,7 @@ class CpuBackend final : public Backend {
   HcMixAhead hc_post(Tensor streams, Tensor out, Tensor post, Tensor comb, Tensor new_streams, const DeviceWeight* = nullptr) override {
     const int n = static_cast<int>(post.cols);
     const int64_t d = out.cols;
-    pool_.parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(streams.rows), 8, [&](size_t b, size_t e) {
       for (size_t t = b; t < e; ++t) {
         const float* s = row(streams, t);
         const float* o = row(out, t);
@@ -358,7 +358,7 @@ class CpuBackend final : public Backend {
     const size_t store_off = c.indexer ? L.index_key_offset : L.entry_offset;
     const float* ape = fdata(c.ape);
     const float* norm = fdata(c.norm);
-    pool_.parallel_for(batch_->seqs.size(), 1, [&](size_t b, size_t e) {
+    pool_->parallel_for(batch_->seqs.size(), 1, [&](size_t b, size_t e) {
       std::vector<float> logits(static_cast<size_t>(2 * rate)), values(static_cast<size_t>(2 * rate)), entry(static_cast<size_t>(dim));
       for (size_t si = b; si < e; ++si) {
         const SequenceStep& s = batch_->seqs[si];
@@ -407,7 +407,7 @@ class CpuBackend final : public Backend {
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(dim));
     const float w_scale = 1.0f / std::sqrt(static_cast<float>(heads));
     const int k = static_cast<int>(out.cols);
-    pool_.parallel_for(static_cast<size_t>(q.rows), 1, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(q.rows), 1, [&](size_t b, size_t e) {
       std::vector<float> scores;
       std::vector<int32_t> order;
       for (size_t r = b; r < e; ++r) {
@@ -444,7 +444,7 @@ class CpuBackend final : public Backend {
     const int64_t heads = q.cols / hd;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const float* sink = fdata(&sinks);
-    pool_.parallel_for(static_cast<size_t>(q.rows), 1, [&](size_t b, size_t e) {
+    pool_->parallel_for(static_cast<size_t>(q.rows), 1, [&](size_t b, size_t e) {
       std::vector<const float*> keys;
       std::vector<float> logits;
       for (size_t r = b; r < e; ++r) {
@@ -576,14 +576,14 @@ class CpuBackend final : public Backend {
   // is computed on its own, so no split changes a value). Must not be called from inside a pool task.
   void gemm_nt(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
     constexpr int64_t kMinColumns = 64, kMinRows = 16;
-    if (pool_.size() == 1 || m * n * k < (1 << 20)) return dot_gemm_nt(a, lda, b, ldb, c, ldc, m, n, k);
+    if (pool_->size() == 1 || m * n * k < (1 << 20)) return dot_gemm_nt(a, lda, b, ldb, c, ldc, m, n, k);
     if (n >= 2 * kMinColumns) {
-      pool_.parallel_for(static_cast<size_t>(n), kMinColumns, [&](size_t begin, size_t end) {
+      pool_->parallel_for(static_cast<size_t>(n), kMinColumns, [&](size_t begin, size_t end) {
         const auto j = static_cast<int64_t>(begin);
         dot_gemm_nt(a, lda, b + j * ldb, ldb, c + j, ldc, m, static_cast<int64_t>(end) - j, k);
       });
     } else {
-      pool_.parallel_for(static_cast<size_t>(m), kMinRows, [&](size_t begin, size_t end) {
+      pool_->parallel_for(static_cast<size_t>(m), kMinRows, [&](size_t begin, size_t end) {
         const auto i = static_cast<int64_t>(begin);
         dot_gemm_nt(a + i * lda, lda, b, ldb, c + i * ldc, ldc, static_cast<int64_t>(end) - i, n, k);
       });
@@ -628,7 +628,7 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < n; ++i) g[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
   }
 
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> pool_;
   StateLayout layout_;
   int n_slots_ = 0, n_blocks_ = 0;
   std::vector<float> slots_, blocks_;
@@ -639,6 +639,10 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+Result<std::unique_ptr<Backend>> make_cpu_backend(int n_threads) {
+  if (n_threads < 0) return make_error(Code::kInvalidArgument, "threads={} must not be negative", n_threads);
+  DI_TRY(pool, ThreadPool::create(static_cast<size_t>(n_threads)));
+  return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(std::move(pool)));
+}
 
 }  // namespace deepinfer

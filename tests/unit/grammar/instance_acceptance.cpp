@@ -14,13 +14,18 @@ class Search {
  public:
   Search(Matcher& m, Layout layout) : m_(m), pretty_(layout == Layout::kPretty) {}
 
-  // Emits `text`, then runs `rest`; undoes the text afterwards.
+  // Emits `text`, then runs `rest`; undoes the text afterwards (the text of a successful search
+  // stays in written()).
   bool emit(const std::string& text, const Rest& rest) {
     if (!m_.advance_bytes(text)) return false;
+    size_t mark = written_.size();
+    written_ += text;
     bool ok = rest();
+    if (!ok) written_.resize(mark);
     (void)m_.rollback(1);
     return ok;
   }
+  const std::string& written() const { return written_; }
 
   std::string newline(int indent) const { return pretty_ ? "\n" + std::string(static_cast<size_t>(indent) * 2, ' ') : ""; }
 
@@ -63,6 +68,7 @@ class Search {
  private:
   Matcher& m_;
   bool pretty_;
+  std::string written_;
 };
 
 }  // namespace
@@ -70,6 +76,12 @@ class Search {
 bool accepts_instance(Matcher& matcher, const Json& value, Layout layout) {
   Search s(matcher, layout);
   return s.value(value, 0, [&] { return matcher.can_end(); });
+}
+
+std::optional<std::string> accepted_text(Matcher& matcher, const Json& value, Layout layout) {
+  Search s(matcher, layout);
+  if (!s.value(value, 0, [&] { return matcher.can_end(); })) return std::nullopt;
+  return s.written();
 }
 
 }  // namespace deepinfer::grammar::testing

@@ -23,8 +23,16 @@ namespace fs = std::filesystem;
 struct FileReport {
   int cases = 0, compiled = 0, unsupported = 0;
   int valid = 0, valid_accepted = 0, invalid = 0, invalid_rejected = 0;
+  int annotation_only = 0;  // invalid only under format assertion, of a format kept as an annotation
   std::map<std::string, int> reasons;
 };
+
+// optional/format/ tests the format-assertion vocabulary. A format this engine keeps as an
+// annotation (`regex`: its syntax nests, no automaton checks it) makes those cases' invalid
+// instances valid under 2020-12's default; they are counted apart, not required to be rejected.
+bool asserts_annotation_format(const std::string& file, const Json& schema) {
+  return file.rfind("optional/format/", 0) == 0 && schema.is_object() && schema.value("format", "") == "regex";
+}
 
 // The part of a compile error that names the unsupported feature (without the schema location).
 std::string reason_of(const std::string& message) {
@@ -75,6 +83,8 @@ TEST(JsonSchemaTestSuite, NoInvalidInstanceIsAccepted) {
             not_accepted.push_back(fmt::format("- {}: {} / {}: `{}`", name, c["description"].get<std::string>(),
                                                t["description"].get<std::string>(), data));
           }
+        } else if (asserts_annotation_format(name, c["schema"])) {
+          ++rep.annotation_only;
         } else {
           ++rep.invalid;
           rep.invalid_rejected += !compact && !pretty;
@@ -90,6 +100,7 @@ TEST(JsonSchemaTestSuite, NoInvalidInstanceIsAccepted) {
     total.valid_accepted += rep.valid_accepted;
     total.invalid += rep.invalid;
     total.invalid_rejected += rep.invalid_rejected;
+    total.annotation_only += rep.annotation_only;
     for (const auto& [r, n] : rep.reasons) total.reasons[r] += n;
   }
 
@@ -104,6 +115,9 @@ TEST(JsonSchemaTestSuite, NoInvalidInstanceIsAccepted) {
   }
   md += fmt::format("| **total** | {} | {} | {} | {}/{} | {}/{} |\n", total.cases, total.compiled, total.unsupported,
                     total.valid_accepted, total.valid, total.invalid_rejected, total.invalid);
+  md += fmt::format("\nNot counted as invalid: {} instances of optional/format/ cases whose format is kept as an annotation\n"
+                    "(`regex` takes any string; its instances are invalid only where formats are asserted).\n",
+                    total.annotation_only);
   md += "\n## Reasons for \"not supported\" (cases per reason)\n\n";
   std::vector<std::pair<int, std::string>> reasons;
   for (const auto& [r, n] : total.reasons) reasons.emplace_back(-n, r);

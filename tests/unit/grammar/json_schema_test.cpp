@@ -4,7 +4,10 @@
 #include "grammar/matcher.h"
 #include "test_vocabularies.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 
 namespace deepinfer::grammar {
 namespace {
@@ -77,15 +80,86 @@ TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   expect_texts(R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1,2,3]", "[ 1 ]"}, {"[1,]", "[,1]"});
 }
 
+// Every length around the bounds: counts past the explicit positions are binary powers of a
+// repeated unit, which must accept exactly the counts in range.
+void expect_counts(const std::string& schema, uint64_t min, uint64_t max, uint64_t up_to, const std::string& open,
+                   const std::function<std::string(uint64_t)>& member, const std::string& close) {
+  static GrammarCompiler compiler(testing::byte_vocabulary());
+  auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+  ASSERT_TRUE(g) << schema << ": " << g.error().message;
+  Matcher m(g.value());
+  std::string text = open;
+  for (uint64_t count = 0; count <= up_to; ++count) {
+    if (count > 0) text += fmt::format("{}{}", count > 1 ? "," : "", member(count - 1));
+    EXPECT_EQ(m.accepts_string(text + close), count >= min && count <= max) << schema << " with " << count;
+  }
+}
+
+TEST(JsonSchema, ItemAndPropertyCountsBeyondTheExplicitPositions) {
+  auto number = [](uint64_t i) { return std::to_string(i); };
+  expect_counts(R"({"type":"array","maxItems":150})", 0, 150, 160, "[", number, "]");
+  expect_counts(R"({"type":"array","minItems":70,"maxItems":137})", 70, 137, 140, "[", number, "]");
+  expect_counts(R"({"type":"array","minItems":100})", 100, UINT64_MAX, 130, "[", number, "]");
+  expect_counts(R"({"type":"array","prefixItems":[{"const":0},{"const":1}],"items":{"minimum":2},"minItems":1,"maxItems":99})", 1, 99, 101, "[",
+                number, "]");
+  expect_counts(R"({"type":"array","contains":{"const":3},"maxItems":200})", 4, 200, 205, "[", number, "]");
+  expect_counts(R"({"type":"array","maxItems":1000000})", 0, 1000000, 70, "[", number, "]");
+  auto member = [](uint64_t i) { return "\"k" + std::to_string(i) + "\":" + std::to_string(i); };
+  expect_counts(R"({"type":"object","minProperties":3,"maxProperties":90})", 3, 90, 95, "{", member, "}");
+  expect_counts(R"({"type":"object","properties":{"k0":{},"k1":{}},"minProperties":70})", 70, UINT64_MAX, 80, "{", member, "}");
+  expect_counts(R"({"type":"object","properties":{"k0":{}},"required":["k0"],"maxProperties":66})", 1, 66, 70, "{", member, "}");
+}
+
 TEST(JsonSchema, StringLengthsCountCodePoints) {
+  // An escape or a surrogate pair is one code point.
   expect_texts(R"({"type":"string","minLength":2,"maxLength":3})",
-               {R"("ab")", R"("😀é")", R"("a\nb")", R"("\u0001\"\\")"}, {R"("a")", R"("abcd")", R"("😀")", R"("a\u00e9")"});
+               {R"("ab")", R"("😀é")", R"("a\nb")", R"("\u0001\"\\")", R"("a\u00e9")", R"("\ud83d\ude00\u00E9")", R"("\/\/\/")"},
+               {R"("a")", R"("abcd")", R"("😀")", R"("\ud83d\ude00")", R"("\/\/\/\/")"});
+}
+
+TEST(JsonSchema, LengthBoundsAreCountersUpToAMillion) {
+  // Bounds were unrolled into the automaton: maxLength above 3,333 was refused, ~200 with a format.
+  std::string a4999(4999, 'a'), a5000(5000, 'a'), a5001(5001, 'a');
+  expect_texts(R"({"type":"string","maxLength":5000})", {R"("")", "\"" + a5000 + "\"", "\"" + a4999 + "\\u0061\""},
+               {"\"" + a5001 + "\"", "\"" + a5000 + "\\n\""});
+  expect_texts(R"({"type":"string","minLength":5000,"maxLength":1000000})", {"\"" + a5000 + "\""}, {"\"" + a4999 + "\""});
+  expect_texts(R"({"type":"string","minLength":1000000})", {"\"" + std::string(1000000, 'x') + "\""}, {"\"" + std::string(999999, 'x') + "\""});
+  std::string local(64, 'a'), domain = std::string(63, 'b') + "." + std::string(63, 'c') + "." + std::string(57, 'd') + ".com";  // 254 characters in all
+  expect_texts(R"({"type":"string","format":"email","maxLength":254})", {R"("a@b.org")", "\"" + local + "@" + domain + "\""},
+               {"\"" + local + "x@" + domain + "\"", R"("a@@b.org")"});
+  expect_texts(R"({"type":"string","format":"uri","maxLength":2048})", {R"("https://x.org/)" + std::string(2030, 'p') + "\""},
+               {R"("https://x.org/)" + std::string(2040, 'p') + "\""});
+  expect_texts(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":6})", {R"("abab")", R"("ababab")"},
+               {R"("ab")", R"("aba")", R"("abababab")"});
+  expect_error(R"({"type":"string","pattern":"^(ab)*$","minLength":3,"maxLength":3})", "matches no string");
+}
+
+TEST(JsonSchema, AnyEscapeOfAnAllowedValueIsAllowed) {
+  // Python's json.dumps writes non-ASCII as \uXXXX (surrogate pairs above the BMP): such texts
+  // were refused, and keys and enum/const strings accepted one spelling only.
+  expect_texts(R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"mood":{"enum":["😀","é"]}},"required":["name"]})",
+               {R"({"name": "Mar\u00eda Jos\u00e9"})", R"({"name":"Mar\u00EDa","mood":"\ud83d\ude00"})", R"({"name":"x","mood":"\u00e9"})",
+                R"({"n\u0061me":"x"})", R"({"name":"\"\\\/\b\f\n\r\t"})"},
+               {R"({"name":"\u00e"})", R"({"name":"\ud83d"})", R"({"name":"\ude00"})", R"({"name":"x","mood":"\u00e8"})",
+                R"({"name":"\x41"})", R"({"name":"\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041\u0041"})"});
+  expect_texts(R"({"type":"object","properties":{"a/b":{"const":"x/y"}},"additionalProperties":false})",
+               {R"({"a\/b":"x\/y"})", R"({"a\u002Fb":"x\u002fy"})", R"({"a/b":"x/y"})"}, {R"({"a\\/b":"x/y"})", R"({"ab":"x/y"})"});
+  expect_texts(R"({"type":"string","pattern":"^[a-c]+$"})", {R"("\u0061b\u0063")"}, {R"("\u0064")", R"("a\u000a")"});
 }
 
 TEST(JsonSchema, PatternsSearchUnlessAnchored) {
   expect_texts(R"({"type":"string","pattern":"b+c"})", {R"("abbcd")", R"("bc")"}, {R"("ac")", R"("")"});
   expect_texts(R"({"type":"string","pattern":"^[a-z]{2}-\\d$"})", {R"("ab-1")"}, {R"("xab-1")", R"("ab-12")"});
   expect_texts(R"({"type":"string","pattern":"^\"q\"\\\\$"})", {R"("\"q\"\\")"}, {R"("q\\")"});
+}
+
+TEST(JsonSchema, PatternIdentityEscapesAndTheIgnoreCaseFlag) {
+  expect_texts(R"({"type":"string","pattern":"^a\\-b\\:c\\_d\\@e\\#f\\ g\\'h\\/i$"})", {R"("a-b:c_d@e#f g'h/i")"}, {R"("a-b:c_d@e#f g'h/j")"});
+  expect_texts(R"({"type":"string","pattern":"(?i)^[a-c]x$"})", {R"("AX")", R"("bx")", R"("cX")"}, {R"("dx")", R"("ax ")"});
+  expect_texts(R"({"type":"string","pattern":"^(?i:ab)c$"})", {R"("ABc")", R"("aBc")"}, {R"("ABC")"});
+  expect_texts(R"({"type":"string","pattern":"(?i)^[^k]$"})", {R"("a")"}, {R"("k")", R"("K")", "\"\u212A\""});
+  expect_error(R"({"type":"string","pattern":"(?m)^a$"})", "inline flag");
+  expect_error(R"({"type":"string","pattern":"\\a"})", "invalid escape");
 }
 
 TEST(JsonSchema, Formats) {
@@ -155,13 +229,13 @@ TEST(JsonSchema, WhitespaceOptions) {
 }
 
 TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
-  expect_error(R"({"not":{"type":"string"}})", "'not'");
-  expect_error(R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'");
+  expect_error(R"({"not":{"additionalProperties":false}})", "'additionalProperties' cannot be negated");
+  expect_error(R"({"if":{"multipleOf":2},"then":{"minimum":1}})", "'multipleOf' cannot be negated");
+  expect_error(R"({"not":{"const":{"a":1}}})", "excluding an object or array value");
   expect_error(R"({"type":"array","contains":{"type":"integer"},"maxContains":2})", "'maxContains'");
   expect_error(R"({"patternProperties":{"(":{}}})", "patternProperties");
-  expect_error(R"({"type":"array","uniqueItems":true})", "'uniqueItems'");
+  expect_error(R"({"type":"array","uniqueItems":true})", "uniqueItems is supported for arrays whose items are at most 12");
   expect_error(R"({"multipleOf":0})", "multipleOf must be greater than 0");
-  expect_error(R"({"dependentRequired":{"a":["b"]}})", "'dependentRequired'");
   expect_error(R"({"$ref":"https://example.com/other.json"})", "remote references are not supported");
   expect_error(R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'");
   expect_error(R"({"oneOf":[{"type":"integer"},{"minimum":0}]})", "oneOf");
@@ -172,6 +246,92 @@ TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"({"type":"string","minLength":3,"maxLength":2})", "matches no string");
   expect_error(R"({"$ref":"#/$defs/missing"})", "does not resolve");
 }
+
+TEST(JsonSchema, NotInTheShapesSchemasUse) {
+  expect_texts(R"({"not":{"type":"string"}})", {"1", "null", "[]", "{}", "1.5"}, {R"("a")"});
+  expect_texts(R"({"type":"number","not":{"type":"integer"}})", {"1.5", "-0.25"}, {"1", "1.0", "2"});
+  expect_texts(R"({"type":"string","not":{"enum":["a","b"]}})", {R"("c")", R"("ab")", R"("")"}, {R"("a")", R"("\u0062")"});
+  expect_texts(R"({"type":"integer","not":{"const":3}})", {"2", "4", "-3"}, {"3", "3.0"});
+  expect_texts(R"({"type":"boolean","not":{"const":false}})", {"true"}, {"false"});
+  expect_texts(R"({"type":"object","not":{"required":["secret"]}})", {R"({"a":1})", "{}"}, {R"({"secret":1})", R"({"a":1,"s\u0065cret":2})"});
+  expect_texts(R"({"type":"object","properties":{"a":{}},"not":{"anyOf":[{"required":["a"]},{"required":["b"]}]}})", {R"({"c":1})"},
+               {R"({"a":1})", R"({"b":1})"});
+  expect_texts(R"({"type":"object","propertyNames":{"not":{"pattern":"^x-"}}})", {R"({"a":1})"}, {R"({"x-a":1})"});
+  expect_texts(R"({"type":"string","not":{"minLength":3}})", {R"("ab")"}, {R"("abc")"});
+  expect_texts(R"({"type":"integer","not":{"minimum":10}})", {"9", "-100"}, {"10", "11"});
+  expect_texts(R"({"type":"string","not":{"pattern":"^a"}})", {R"("ba")"}, {R"("ab")", R"("\u0061")"});
+  expect_error(R"({"not":{}})", "matches no string");
+  expect_error(R"({"not":true,"type":"string"})", "matches no string");
+  expect_texts(R"({"not":false})", {"1", R"("a")"}, {});
+  expect_texts(R"({"type":"object","properties":{"kind":{"type":"string"}},"not":{"properties":{"kind":{"const":"x"}}}})",
+               {R"({"kind":"y"})"}, {R"({"kind":"x"})", R"({})"});
+}
+
+TEST(JsonSchema, IfThenElse) {
+  std::string s = R"({"type":"object","properties":{"kind":{"enum":["a","b"]},"n":{"type":"integer"}},"required":["kind"],
+      "if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["n"]},"else":{"not":{"required":["n"]}}})";
+  expect_texts(s, {R"({"kind":"a","n":1})", R"({"kind":"b"})"}, {R"({"kind":"a"})", R"({"kind":"b","n":1})"});
+  expect_texts(R"({"if":{"type":"string"},"then":{"maxLength":2},"else":{"type":"integer"}})", {R"("ab")", "3"}, {R"("abc")", "1.5", "null"});
+  expect_texts(R"({"if":{"minimum":10},"then":{"multipleOf":5}})", {"15", "3", "10"}, {"11"});
+}
+
+TEST(JsonSchema, DependentRequiredAndSchemas) {
+  expect_texts(R"({"type":"object","properties":{"card":{},"billing":{}},"dependentRequired":{"card":["billing"]}})",
+               {R"({})", R"({"billing":1})", R"({"card":1,"billing":2})"}, {R"({"card":1})"});
+  expect_texts(R"({"type":"object","properties":{"a":{},"b":{}},"dependentSchemas":{"a":{"properties":{"b":{"type":"integer"}},"required":["b"]}}})",
+               {R"({"b":"x"})", R"({"a":1,"b":2})"}, {R"({"a":1})", R"({"a":1,"b":"x"})"});
+  expect_texts(R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"a":["b"],"b":{"properties":{"a":{"type":"string"}}}}})",
+               {R"({"a":"x","b":1})", R"({})"}, {R"({"a":"x"})", R"({"a":1,"b":1})"});
+}
+
+TEST(JsonSchema, UniqueItemsOfEnumeratedScalars) {
+  expect_texts(R"({"type":"array","items":{"enum":["r","g","b"]},"uniqueItems":true})", {"[]", R"(["r"])", R"(["b","r","g"])"},
+               {R"(["r","r"])", R"(["r","g","r"])", R"(["r","\u0072"])"});
+  expect_texts(R"({"type":"array","items":{"enum":[1,2]},"uniqueItems":true,"minItems":2})", {"[1,2]", "[2,1.0]"}, {"[1]", "[1,1.0]"});
+  expect_texts(R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true})", {"[true,false]"}, {"[true,true]"});
+}
+
+TEST(JsonSchema, OneOfWithoutProofNarrowsToExclusiveBranches) {
+  // Function-call unions: the constant discriminator is made required.
+  std::string shapes = R"({"oneOf":[
+      {"type":"object","properties":{"shape":{"const":"circle"},"r":{"type":"number"}},"additionalProperties":false},
+      {"type":"object","properties":{"shape":{"const":"square"},"side":{"type":"number"}},"additionalProperties":false}]})";
+  expect_texts(shapes, {R"({"shape":"circle","r":1})", R"({"shape":"square","side":2})"},
+               {R"({"r":1})", R"({})", R"({"shape":"circle","side":1})", R"({"shape":"oval"})"});
+  // Required sets: the keys only the other branch requires are absent.
+  expect_texts(R"({"oneOf":[{"required":["a"]},{"required":["b"]}],"type":"object"})", {R"({"a":1})", R"({"b":1})", R"({"a":1,"c":2})"},
+               {R"({"a":1,"b":2})", R"({})"});
+}
+
+TEST(JsonSchema, FormatsOfOpenApiAndUnknownOnes) {
+  expect_texts(R"({"type":"integer","format":"int32"})", {"0", "-2147483648", "2147483647"}, {"2147483648", "-2147483649"});
+  expect_texts(R"({"type":"number","format":"int64"})", {"9223372036854775807"}, {"9223372036854775808", "1.5"});
+  expect_texts(R"({"type":"string","format":"byte"})", {R"("")", R"("aGk=")", R"("aGVsbG8=")", R"("YWJj")"}, {R"("aGk")", R"("a===")", R"("a b=")"});
+  expect_texts(R"({"type":"string","format":"phone-number"})", {R"("anything")"}, {"1"});
+  expect_texts(R"({"format":"int32","type":["string","integer"]})", {R"("x")", "5"}, {"3000000000"});
+}
+
+// `format: "regex"` was an error; it takes any string (its syntax nests, so nothing exact could check it).
+TEST(JsonSchema, FormatRegexTakesAnyString) {
+  expect_texts(R"({"type":"string","format":"regex"})", {R"("([abc])+\\s+$")", R"("^(abc]")", R"("")", R"("(?<=x)\u0041")"},
+               {"1", R"("a)"});
+  expect_texts(R"({"format":"regex","maxLength":3})", {R"("(a]")", "12", "null"}, {R"("(abc")"});
+}
+
+TEST(JsonSchema, PropertiesFollowTheOrderOfRequired) {
+  expect_texts(R"({"properties":{"a":{},"b":{}},"required":["b","a"]})", {R"({"b":1,"a":2})"}, {R"({"a":2,"b":1})"});
+  // Optional properties keep their places; the required ones take required's order.
+  expect_texts(R"({"properties":{"a":{},"x":{},"b":{}},"required":["b","a"]})", {R"({"b":1,"x":0,"a":2})", R"({"b":1,"a":2})"},
+               {R"({"a":2,"x":0,"b":1})"});
+}
+
+TEST(JsonSchema, ManyPatternProperties) {
+  std::string s = R"({"type":"object","patternProperties":{)";
+  for (int i = 0; i < 64; ++i) s += fmt::format(R"({}"^p{}_":{{"const":{}}})", i ? "," : "", i, i);
+  s += R"(},"additionalProperties":false})";
+  expect_texts(s, {R"({"p0_a":0,"p63_x":63})", "{}"}, {R"({"p1_a":0})", R"({"q":1})"});
+}
+
 
 }  // namespace
 }  // namespace deepinfer::grammar

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstring>
 #include <random>
 
 namespace deepinfer::grammar {
@@ -152,6 +153,41 @@ TEST(Matcher, RefusedTokensLeaveTheStateUnchanged) {
   EXPECT_FALSE(m.advance(-1));
   EXPECT_FALSE(m.advance(static_cast<int32_t>(vocab.size())));
   EXPECT_FALSE(m.advance(0));  // a special token decodes to nothing the grammar can take
+}
+
+// Walks of terminal states are shared by residual language, per root subtree of the token trie,
+// and kept after the grammars that computed them are gone: a compiler that has seen other
+// grammars must give the same masks as a fresh one.
+TEST(Matcher, MasksSharedAcrossGrammarsEqualFreshOnes) {
+  GrammarCompiler seasoned(testing::deepseek_vocabulary(), 0);
+  for (const char* earlier : {R"({"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}}})",
+                              R"({"type":"array","items":{"type":"string","maxLength":40}})", R"({"format":"email"})"}) {
+    auto g = seasoned.compile(GrammarKind::kJsonSchema, earlier).value();
+    Matcher m(g);
+    std::vector<uint32_t> mask(g->vocabulary().mask_words());
+    for (const char* text : {R"({"name":"abc"})", R"(["x@y.org","abcdefghij"])", R"("ab.c@example.com")"}) {
+      m.reset();
+      for (size_t i = 0; i < std::strlen(text) && m.advance_bytes(std::string_view(text + i, 1)); ++i) m.fill_mask(mask.data());
+    }
+  }
+  const std::string later = R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"},)"
+                            R"("mail":{"type":"string","format":"email","maxLength":60}},"additionalProperties":{"type":"string"}})";
+  GrammarCompiler fresh(testing::deepseek_vocabulary(), 0);
+  auto a = seasoned.compile(GrammarKind::kJsonSchema, later).value();
+  auto b = fresh.compile(GrammarKind::kJsonSchema, later).value();
+  const std::string text = R"({"id":"abc","mail":"x.y@example.org","name":"any \"thing\"","zz":""})";
+  Matcher ma(a), mb(b);
+  std::vector<uint32_t> mask_a(a->vocabulary().mask_words()), mask_b(mask_a.size());
+  for (size_t i = 0; i <= text.size(); ++i) {
+    ma.fill_mask(mask_a.data());
+    mb.fill_mask(mask_b.data());
+    ASSERT_EQ(mask_a, mask_b) << "after " << text.substr(0, i);
+    if (i < text.size()) {
+      ASSERT_TRUE(ma.advance_bytes(text.substr(i, 1))) << text.substr(0, i + 1);
+      ASSERT_TRUE(mb.advance_bytes(text.substr(i, 1)));
+    }
+  }
+  EXPECT_TRUE(ma.can_end());
 }
 
 TEST(GrammarCompiler, CachesBySpecAndOptions) {

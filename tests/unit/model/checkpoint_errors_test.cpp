@@ -45,7 +45,7 @@ class CheckpointErrors : public ::testing::Test {
 
   // Loads the scratch checkpoint and expects an error with `code` whose message contains each of `parts`.
   void expect_error(Code code, std::initializer_list<std::string> parts) {
-    auto backend = make_cpu_backend(1);
+    auto backend = make_cpu_backend(1).value();
     auto model = DeepseekV4::load(dir_.string(), *backend);
     ASSERT_FALSE(model) << "loaded a broken checkpoint";
     EXPECT_EQ(model.error().code, code) << model.error().message;
@@ -59,7 +59,7 @@ class CheckpointErrors : public ::testing::Test {
 
 TEST_F(CheckpointErrors, UnmodifiedCopyLoads) {
   write();
-  auto backend = make_cpu_backend(1);
+  auto backend = make_cpu_backend(1).value();
   auto model = DeepseekV4::load(dir_.string(), *backend);
   EXPECT_TRUE(model) << model.error().message;
 }
@@ -80,7 +80,7 @@ TEST_F(CheckpointErrors, ExtraTensor) {
 TEST_F(CheckpointErrors, MtpTensorsAreIgnored) {
   tensors_.push_back({"mtp.0.attn.wq_a.weight", "F32", {2}, std::vector<uint8_t>(8)});
   write();
-  auto backend = make_cpu_backend(1);
+  auto backend = make_cpu_backend(1).value();
   EXPECT_TRUE(DeepseekV4::load(dir_.string(), *backend));
 }
 
@@ -178,7 +178,7 @@ TEST_F(CheckpointErrors, NoWeightsAndNoConfig) {
   expect_error(Code::kNotFound, {"no *.safetensors"});
   fs::remove(dir_ / "config.json");
   expect_error(Code::kNotFound, {"config.json"});
-  auto backend = make_cpu_backend(1);
+  auto backend = make_cpu_backend(1).value();
   auto model = DeepseekV4::load((dir_ / "does-not-exist").string(), *backend);
   ASSERT_FALSE(model);
   EXPECT_EQ(model.error().code, Code::kNotFound);

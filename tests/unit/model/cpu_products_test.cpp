@@ -51,7 +51,7 @@ TEST_P(CpuProducts, RowIsTheSameAloneAnywhereInABatchAndWithAnyThreads) {
   auto row_of = [&](int64_t r) { return a.begin() + r * k; };
 
   // Each row alone, single-threaded: the reference every other run must match bit for bit.
-  auto single = make_cpu_backend(1);
+  auto single = make_cpu_backend(1).value();
   auto w1 = single->upload_floats(wv, n, k);
   ASSERT_TRUE(w1);
   std::vector<float> alone(static_cast<size_t>(kRows * n));
@@ -61,7 +61,7 @@ TEST_P(CpuProducts, RowIsTheSameAloneAnywhereInABatchAndWithAnyThreads) {
   }
 
   for (int threads : {1, 2, 3}) {
-    auto be = make_cpu_backend(threads);
+    auto be = make_cpu_backend(threads).value();
     auto w = be->upload_floats(wv, n, k);
     ASSERT_TRUE(w);
     for (int64_t m = 1; m <= kRows; ++m) {
@@ -84,7 +84,7 @@ TEST_P(CpuProducts, MatchDoublePrecision) {
   const auto [n, k] = GetParam();
   const std::vector<float> a = random_floats(static_cast<size_t>(kRows * k), 3);
   const std::vector<float> wv = random_floats(static_cast<size_t>(n * k), 4);
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   auto w = be->upload_floats(wv, n, k);
   ASSERT_TRUE(w);
   const std::vector<float> got = linear(*be, *w.value(), a, kRows);

@@ -33,7 +33,7 @@ class ForwardGolden : public ::testing::TestWithParam<std::string> {};
 TEST_P(ForwardGolden, MatchesHfFullChunkedAndTokenByToken) {
   GoldenFixture f = testing::load_golden_fixture(GetParam());
   ASSERT_FALSE(f.ids.empty());
-  auto backend = make_cpu_backend();
+  auto backend = make_cpu_backend().value();
   auto model = DeepseekV4::load(f.checkpoint, *backend);
   ASSERT_TRUE(model) << model.error().message;
   ASSERT_EQ(model.value()->config().vocab_size, f.vocab);

@@ -28,12 +28,31 @@ inline std::string golden_dir() {
   return env && *env ? std::string(env) : std::string(DI_GOLDEN_DIR);
 }
 
+// The fixture names; none when the folder is missing (missing_test_data() says so).
 inline std::vector<std::string> golden_fixture_names() {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(golden_dir() + "/models"))
-    if (e.is_directory()) names.push_back(e.path().filename().string());
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(golden_dir() + "/models", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    if (it->is_directory(ec)) names.push_back(it->path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// The repository's demo model, found from the golden folder (binaries may run away from the tree).
+inline std::string demo_model_dir() { return golden_dir() + "/../../models/demo"; }
+
+// What is missing of the data the tests read (empty when nothing is): a message saying where it
+// was looked for, instead of a crash at the first read.
+inline std::string missing_test_data() {
+  std::error_code ec;
+  std::string missing;
+  if (golden_fixture_names().empty())
+    missing += "no golden fixtures in " + golden_dir() + "/models; ";
+  if (!std::filesystem::is_regular_file(demo_model_dir() + "/config.json", ec))
+    missing += "no demo model at " + demo_model_dir() + "; ";
+  if (!missing.empty()) missing += "pack tests/golden and models/demo with the binary, or set DI_GOLDEN_DIR to tests/golden";
+  return missing;
 }
 
 inline GoldenFixture load_golden_fixture(const std::string& name) {

@@ -46,7 +46,7 @@ std::vector<int32_t> ids(int n) {
 }
 
 TEST(RandomModel, RunsWithFiniteLogitsAndChunkingAgrees) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   auto model = DeepseekV4::random(demo_config(), *be, 7);
   ASSERT_TRUE(model) << model.error().message;
   const auto x = ids(150);  // past several HCA (32) and CSA (4) windows and the 64-token window
@@ -67,7 +67,7 @@ TEST(RandomModel, RunsWithFiniteLogitsAndChunkingAgrees) {
 }
 
 TEST(RandomModel, IsAFunctionOfTheSeed) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   const ModelConfig c = demo_config();
   auto a = DeepseekV4::random(c, *be, 1);
   auto b = DeepseekV4::random(c, *be, 1);
@@ -80,7 +80,7 @@ TEST(RandomModel, IsAFunctionOfTheSeed) {
 }
 
 TEST(RandomModel, DecodesFromASyntheticContext) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   auto model = DeepseekV4::random(demo_config(), *be, 3);
   ASSERT_TRUE(model);
   RunnerOptions opt;
@@ -109,7 +109,7 @@ TEST(RandomModel, DecodesFromASyntheticContext) {
 }
 
 TEST(RandomModel, GreedyStepsReturnTheArgmaxOfTheLogits) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   auto model = DeepseekV4::random(demo_config(), *be, 11);
   ASSERT_TRUE(model);
   RunnerOptions opt;

@@ -44,6 +44,12 @@ TEST(RowMath, ScansFindTheFirstOffenderMaximumAndCounts) {
   row[998] = kInf;
   EXPECT_EQ(first_invalid_logit(row), 998);
   EXPECT_EQ(max_logit(std::vector<float>{-kInf, -kInf}), -kInf);
+  // first_non_finite also counts -inf (a model never produces one).
+  EXPECT_EQ(first_non_finite(row), 3);
+  row[3] = 0.0f;
+  EXPECT_EQ(first_non_finite(row), 998);
+  EXPECT_EQ(first_non_finite(std::vector<float>(77, 1.0f)), -1);
+  EXPECT_EQ(first_non_finite(std::vector<float>{1.0f, -kInf}), 1);
 }
 
 TEST(RowMath, WeightsAndSumsMatchAPlainLoop) {

@@ -110,8 +110,8 @@ TEST(SampleRow, ThreadsGiveTheSameTokensAsOneThread) {
   };
   std::vector<int32_t> sequential(kRows), parallel(kRows);
   for (size_t r = 0; r < kRows; ++r) sequential[r] = sample(row_of(r), p, state, key_of(r));
-  ThreadPool pool(4);
-  pool.parallel_for(kRows, 1, [&](size_t begin, size_t end) {
+  auto pool = ThreadPool::create(4).value();
+  pool->parallel_for(kRows, 1, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
       std::vector<float> row = row_of(r);
       auto result = sample_row(row, p, state, kNoEos, {}, key_of(r));
@@ -221,11 +221,21 @@ TEST(SampleRow, RejectsMalformedInput) {
   std::vector<float> two(2, 0.0f);
   EXPECT_FALSE(sample_row(two, SamplingParams{}, state, kNoEos, {}, {}));
 
-  std::vector<float> nan_row = {0.0f, NAN, 1.0f};
-  auto nan = sample_row(nan_row, SamplingParams{}, state, kNoEos, {}, {});
-  ASSERT_FALSE(nan);
-  EXPECT_EQ(nan.error().code, Code::kInternal);
-  EXPECT_EQ(nan.error().message, "logit of token 1 is nan");
+  // A logit that is not finite is the model's fault (broken weights or config), never the caller's:
+  // it was Code::kInternal, and a row of -inf blamed the request's masks.
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    for (const float temperature : {0.0f, 1.0f}) {
+      std::vector<float> bad_row = {0.0f, bad, 1.0f};
+      SamplingParams p;
+      p.temperature = temperature;
+      auto r = sample_row(bad_row, p, state, kNoEos, {}, {});
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error().code, Code::kModelFormat) << r.error().message;
+      EXPECT_NE(r.error().message.find("token 1"), std::string::npos) << r.error().message;
+    }
+  }
+  std::vector<float> all_inf(3, -INFINITY);
+  EXPECT_EQ(sample_row(all_inf, SamplingParams{}, state, kNoEos, {}, {}).error().code, Code::kModelFormat);
 
   std::vector<float> row(3, 0.0f);
   const std::vector<int32_t> bad_eos = {3};
@@ -269,8 +279,8 @@ TEST(PicksArgmax, OnlyPlainGreedyRowsAndTheSameToken) {
     p.ignore_eos = true;  // and no stop ids: nothing to mask
   }));
   EXPECT_FALSE(picks_argmax(greedy, state, eos, true));  // a grammar mask
-  EXPECT_EQ(argmax_result(-1, state).error().code, Code::kInvalidArgument);
-  EXPECT_EQ(argmax_result(-2, state).error().code, Code::kInternal);
+  EXPECT_EQ(argmax_result(-1, state).error().code, Code::kModelFormat);  // nothing masked the row
+  EXPECT_EQ(argmax_result(-2, state).error().code, Code::kModelFormat);
   EXPECT_EQ(argmax_result(64, state).error().code, Code::kInternal);
 }
 

@@ -25,7 +25,7 @@ Outcome run(StopStringMatcher matcher, const std::vector<std::string>& pieces) {
       return out;
     }
   }
-  out.text += matcher.flush();
+  out.text += matcher.finish();
   return out;
 }
 
@@ -34,7 +34,7 @@ TEST(StopStringMatcher, HoldsBackAPossibleStartAndReleasesIt) {
   EXPECT_EQ(m.feed("Hello </").text, "Hello ");
   EXPECT_EQ(m.feed("b").text, "</b");
   EXPECT_EQ(m.feed(" ok <").text, " ok ");
-  EXPECT_EQ(m.flush(), "<");
+  EXPECT_EQ(m.finish(), "<");
   EXPECT_FALSE(m.stopped());
 }
 
@@ -48,7 +48,7 @@ TEST(StopStringMatcher, MatchSplitAcrossPiecesIsCutFromTheOutput) {
   EXPECT_EQ(feed.match->offset, 4u);
   EXPECT_TRUE(m.stopped());
   EXPECT_EQ(m.feed("later").text, "");
-  EXPECT_EQ(m.flush(), "");
+  EXPECT_EQ(m.finish(), "");
 }
 
 TEST(StopStringMatcher, IncludeStopStringEmitsItAndHoldsNothing) {
@@ -114,10 +114,22 @@ TEST(StopStringMatcher, DisarmedMatchStillHoldsALongerCandidate) {
   EXPECT_EQ(feed.match->offset, 0u);
 }
 
+TEST(StopStringMatcher, FinishReleasesTheTailOnlyWithoutAStop) {
+  StopStringMatcher open({"xy"}, false);
+  EXPECT_EQ(open.feed("ab x").text, "ab ");
+  EXPECT_EQ(open.finish("\uFFFD"), "x\uFFFD");  // the held "x", then the tail
+  StopStringMatcher stopped({" "}, false);
+  EXPECT_TRUE(stopped.feed("a b").match.has_value());
+  EXPECT_EQ(stopped.finish("\uFFFD"), "") << "text after the stop string leaked";
+  StopStringMatcher tail_completes({"x\uFFFD"}, false);
+  EXPECT_EQ(tail_completes.feed("x").text, "");
+  EXPECT_EQ(tail_completes.finish("\uFFFD"), "x\uFFFD");  // the tail is fed disarmed: no match at the end
+}
+
 TEST(StopStringMatcher, NoStopStringsPassesEverything) {
   StopStringMatcher m({}, false);
   EXPECT_EQ(m.feed("anything").text, "anything");
-  EXPECT_EQ(m.flush(), "");
+  EXPECT_EQ(m.finish(), "");
 }
 
 // Brute force over the whole text: the first end position where a stop string ends, longest first.

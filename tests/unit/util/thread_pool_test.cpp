@@ -9,7 +9,9 @@ namespace deepinfer {
 namespace {
 
 TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
-  ThreadPool pool(4);
+  auto created = ThreadPool::create(4);
+  ASSERT_TRUE(created);
+  ThreadPool& pool = *created.value();
   for (size_t n : {0u, 1u, 7u, 1000u, 12345u}) {
     std::vector<std::atomic<int>> hits(n);
     pool.parallel_for(n, 3, [&](size_t b, size_t e) {

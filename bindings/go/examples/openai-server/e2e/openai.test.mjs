@@ -129,7 +129,7 @@ test('tool calls come back as tool_calls', async () => {
   }];
   const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
   for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-    const res = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 100, seed: 3 });
+    const res = await client.chat.completions.create({ model, messages, tools, tool_choice, max_tokens: 300, seed: 3 });
     const choice = res.choices[0];
     assert.equal(choice.finish_reason, 'tool_calls');
     assert.equal(choice.message.tool_calls[0].type, 'function');
@@ -137,7 +137,7 @@ test('tool calls come back as tool_calls', async () => {
     assert.equal(typeof JSON.parse(choice.message.tool_calls[0].function.arguments).city, 'string');
   }
   // Streamed, and the call and its result sent back in the next turn.
-  const stream = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required', max_tokens: 100, seed: 3, stream: true });
+  const stream = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required', max_tokens: 300, seed: 3, stream: true });
   let call = null;
   let finish = null;
   for await (const chunk of stream) {

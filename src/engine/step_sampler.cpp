@@ -1,0 +1,71 @@
+#include "engine/step_sampler.h"
+
+#include "sample/logprobs.h"
+
+namespace deepinfer {
+
+std::span<StepSampler::Draw> StepSampler::sample(const StepPlan& plan, std::span<float> logits, std::span<const int32_t> best) {
+  gather(plan, logits, best);
+  pool_.parallel_for(scores_.size() + draws_.size(), 1, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      if (i < scores_.size()) {
+        PromptScore& ps = scores_[i];
+        ps.result = compute_logprobs(ps.row, ps.token, *ps.g->params.prompt_logprobs);
+      } else if (!draws_[i - scores_.size()].row.empty()) {
+        draw(draws_[i - scores_.size()]);
+      }
+    }
+  });
+  for (PromptScore& ps : scores_) {  // a row that fails ends its prompt's logprobs there
+    auto& all = ps.g->prompt_logprobs;
+    if (ps.index >= all.size()) continue;
+    if (ps.result) all[ps.index] = std::move(ps.result).value();
+    else all.resize(ps.index);
+  }
+  return draws_;
+}
+
+void StepSampler::gather(const StepPlan& plan, std::span<float> logits, std::span<const int32_t> best) {
+  draws_.clear();
+  scores_.clear();
+  const size_t vocab = static_cast<size_t>(vocab_);
+  size_t row = 0;
+  for (const StepRow& r : plan.rows) {
+    Generation& g = *r.g;
+    Completion& c = *r.c;
+    const int32_t n = r.n;
+    const size_t rows = r.logits == ForwardBatch::Logits::kAll ? n : r.logits == ForwardBatch::Logits::kLast ? 1 : 0;
+    float* first = plan.greedy ? nullptr : logits.data() + row * vocab;
+    row += rows;
+    if (r.logits == ForwardBatch::Logits::kAll) {  // prompt logprobs: row j predicts token p+j+1
+      // Only rows not scored yet: a prefill preempted half-way is recomputed from its start.
+      const size_t p = c.processed.size();
+      for (int32_t j = 0; j < n; ++j)
+        if (p + j + 1 < g.context.size() && p + j == g.prompt_logprobs.size()) {
+          scores_.push_back({&g, g.prompt_logprobs.size(), {first + j * vocab, vocab}, g.context[p + j + 1]});
+          g.prompt_logprobs.emplace_back();  // filled once scored
+        }
+    }
+    c.advance(n);
+    if (!c.to_feed.empty() || c.done) continue;
+    if (plan.greedy) {
+      draws_.push_back({&g, &c, {}, argmax_result(best[row - 1], *c.sampling)});
+    } else {
+      draws_.push_back({&g, &c, {first + (rows - 1) * vocab, vocab}});
+    }
+  }
+}
+
+void StepSampler::draw(Draw& d) const {
+  Completion& c = *d.c;
+  SampleKey key{d.g->seed, static_cast<uint32_t>(d.g->params.first_completion + c.index), static_cast<uint32_t>(c.output.size())};
+  if (c.matcher && !c.mask_ready) {  // the first mask of a completion is computed here
+    c.mask.resize(c.matcher->compiled().vocabulary().mask_words());
+    c.matcher->fill_mask(c.mask.data());
+    c.mask_ready = true;
+  }
+  d.result = sample_row(d.row, d.g->params, *c.sampling, eos_ids_,
+                        c.matcher ? std::span<const uint32_t>(c.mask) : std::span<const uint32_t>(), key);
+}
+
+}  // namespace deepinfer
