@@ -24,7 +24,7 @@ namespace deepinfer::kernels {
 namespace {
 
 constexpr int kPrepThreads = 256;
-constexpr int64_t kPrepChunk = 4096;  // tokens per prepare block: whole mask words
+constexpr int64_t kPrepChunk = 4096;    // tokens per prepare block: whole mask words
 constexpr float kFixedScale = 0x1p40f;  // masses: weights in 64-bit fixed point
 
 // --- the host's arithmetic (src/sample/row_math.h), operation by operation (no contraction)
@@ -85,7 +85,7 @@ struct RowCtx {
   const float* raw;   // the row's logits
   const float* work;  // after steps 1-5 (raw itself where they change nothing)
   int64_t vocab;
-  float max, min;     // of the finite processed logits
+  float max, min;  // of the finite processed logits
   float temperature, inv_t;
   bool use_inv;
   float min_p;
@@ -140,9 +140,9 @@ __device__ __forceinline__ bool mask_allows(const uint32_t* mask, int64_t t) { r
 
 // Steps 1-5 into the work row of each row that needs them (apply_token_bitmask, apply_allowed_token_ids,
 // apply_logit_bias, apply_min_tokens, apply_penalties).
-__global__ void __launch_bounds__(kPrepThreads) sample_prepare_kernel(const float* __restrict__ logits, int64_t vocab,
-                                                                      const SampleRowSpec* specs, const SampleEdit* edits,
-                                                                      const uint32_t* mask_words, float* work, int64_t stride) {
+__global__ void __launch_bounds__(kPrepThreads)
+    sample_prepare_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
+                          const uint32_t* mask_words, float* work, int64_t stride) {
   pdl_begin();
   const int64_t r = blockIdx.x;
   const SampleRowSpec sp = specs[r];
@@ -163,8 +163,10 @@ __global__ void __launch_bounds__(kPrepThreads) sample_prepare_kernel(const floa
   int lo = 0, hi = sp.edit_count;  // first edit of the chunk
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (e[mid].token < begin) lo = mid + 1;
-    else hi = mid;
+    if (e[mid].token < begin)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   for (int i = lo + threadIdx.x; i < sp.edit_count && e[i].token < end; i += kPrepThreads) {
     const SampleEdit ed = e[i];
@@ -258,9 +260,9 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) sample_select_kernel(const float* __restrict__ logits, int64_t vocab,
-                                                                 const SampleRowSpec* specs, const float* work, int64_t stride,
-                                                                 SampleOut* out, PhiloxConstants philox) {
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_select_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const float* work, int64_t stride,
+                         SampleOut* out, PhiloxConstants philox) {
   pdl_begin();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
@@ -350,8 +352,8 @@ __global__ void __launch_bounds__(kThreads, 1) sample_select_kernel(const float*
   if (threadIdx.x == 0) o->token = static_cast<int32_t>(token);
   if (sp.logprobs < 0) return;
   const LogprobSource source = (sp.flags & kRowRawLogprobs) ? LogprobSource::kRaw
-                               : greedy                      ? LogprobSource::kGreedy
-                                                             : LogprobSource::kSampled;
+                               : greedy                     ? LogprobSource::kGreedy
+                                                            : LogprobSource::kSampled;
   write_logprobs(c, source, token, sp.logprobs, o, sh);
 }
 
@@ -373,12 +375,11 @@ cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const 
   const int64_t chunks = (vocab + kPrepChunk - 1) / kPrepChunk;
   if (vocab > kMaxSampleVocab || rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
   const int64_t stride = sample_work_stride(vocab);
-  cudaError_t e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads),
-                         0, s)(logits, vocab, specs, edits, mask_words, work, stride);
+  cudaError_t e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
+      logits, vocab, specs, edits, mask_words, work, stride);
   if (e != cudaSuccess) return e;
-  e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(logits, vocab, specs,
-                                                                                          static_cast<const float*>(work), stride,
-                                                                                          out, philox);
+  e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(
+      logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

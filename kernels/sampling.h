@@ -9,7 +9,7 @@
 
 namespace deepinfer::kernels {
 
-inline constexpr int kMaxTopLogprobs = 20;  // sampling_params.h's kMaxLogprobs
+inline constexpr int kMaxTopLogprobs = 20;                    // sampling_params.h's kMaxLogprobs
 inline constexpr int64_t kMaxSampleVocab = int64_t(1) << 24;  // fixed-point masses of wider rows could overflow
 
 // Philox4x32-10's constants, from the host's definition (src/sample/philox.h).
@@ -31,11 +31,11 @@ struct SampleRowSpec {
   float top_p = 1.0f;        // >= 1: off
   float min_p = 0.0f;        // <= 0: off
   float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
-  int32_t top_k = 0;         // <= 0: off
+  int32_t top_k = 0;  // <= 0: off
   uint32_t seed_lo = 0, seed_hi = 0, completion = 0, position = 0;
-  int32_t logprobs = -1;     // -1: off; else the number of top alternatives, <= kMaxTopLogprobs
-  int32_t flags = 0;         // SampleRowFlag
-  int32_t mask_offset = 0;   // words into mask_words (kRowGrammar)
+  int32_t logprobs = -1;                   // -1: off; else the number of top alternatives, <= kMaxTopLogprobs
+  int32_t flags = 0;                       // SampleRowFlag
+  int32_t mask_offset = 0;                 // words into mask_words (kRowGrammar)
   int32_t edit_begin = 0, edit_count = 0;  // the row's edits, sorted by token, one per token
 };
 
@@ -61,7 +61,7 @@ struct SampleOut {
   int32_t token;      // the sampled token, or a SampleStatus
   int32_t bad_index;  // kSampleBadLogit: the first NaN / +inf logit
   float bad_value;
-  float logprob;      // logprobs (spec.logprobs >= 0): the token's, its rank, the top n_top
+  float logprob;  // logprobs (spec.logprobs >= 0): the token's, its rank, the top n_top
   int32_t rank;
   int32_t n_top;
   int32_t top_token[kMaxTopLogprobs];

@@ -104,8 +104,8 @@ void compare_row(const Result<SampleResult>& got, const Result<SampleResult>& wa
 }
 
 void print_agreement(const std::string& what, const Agreement& a) {
-  std::printf("[ sampling ] %-44s rows %5d  compared %5d  near a boundary %3d  mismatched %d  max |dlogprob| %.2g\n", what.c_str(),
-              a.rows, a.compared, a.near_boundary, a.mismatched, a.max_logprob_error);
+  std::printf("[ sampling ] %-44s rows %5d  compared %5d  near a boundary %3d  mismatched %d  max |dlogprob| %.2g\n", what.c_str(), a.rows,
+              a.compared, a.near_boundary, a.mismatched, a.max_logprob_error);
 }
 
 bool same_result(const Result<SampleResult>& a, const Result<SampleResult>& b) {
@@ -222,7 +222,7 @@ TEST_F(CudaSampling, GreedyRowsAreTheArgmax) {
       cases.push_back({"greedy " + std::to_string(i), greedy, make_state(vocab, 3, 0, 0), {}, {}, {1, 0, static_cast<uint32_t>(i)}});
       std::vector<float> row = randn(static_cast<size_t>(vocab), rng);
       if (i == 1)
-        for (float& v : row) v = std::round(v);  // ties: the lowest id wins
+        for (float& v : row) v = std::round(v);       // ties: the lowest id wins
       if (i == 2) row.assign(row.size(), -INFINITY);  // no token
       if (i == 3) row[row.size() / 2] = NAN;
       if (i == 4) row.back() = INFINITY;
@@ -271,7 +271,11 @@ TEST_F(CudaSampling, AgreesWithTheHostAwayFromBoundaries) {
     std::vector<SamplingCase> cases;
     std::vector<std::vector<float>> logits;
     for (int i = 0; i < 64; ++i) {
-      cases.push_back({"row " + std::to_string(i), sets[static_cast<size_t>(i) % sets.size()], make_state(vocab, 9 + i, 30, 10), {}, {},
+      cases.push_back({"row " + std::to_string(i),
+                       sets[static_cast<size_t>(i) % sets.size()],
+                       make_state(vocab, 9 + i, 30, 10),
+                       {},
+                       {},
                        {0xABCDull + static_cast<uint64_t>(i), static_cast<uint32_t>(i % 3), static_cast<uint32_t>(i * 7)}});
       logits.push_back(make_logits(vocab, 500 + static_cast<uint32_t>(i), shape));
     }
@@ -528,14 +532,20 @@ TEST_F(CudaSampling, SamplesTheLogitsOfAStepReplayedAsAGraph) {
     std::vector<int32_t> tok(n);
     for (int i = 0; i < n; ++i) {
       tok[static_cast<size_t>(i)] = (step * 13 + i + 1) % 4000 + 5;
-      if (step == 0) b.add_sequence(i, 0, prompt.data(), 20, tables[static_cast<size_t>(i)], ForwardBatch::Logits::kLast);
-      else b.add_sequence(i, 20 + step - 1, &tok[static_cast<size_t>(i)], 1, tables[static_cast<size_t>(i)], ForwardBatch::Logits::kLast);
+      if (step == 0)
+        b.add_sequence(i, 0, prompt.data(), 20, tables[static_cast<size_t>(i)], ForwardBatch::Logits::kLast);
+      else
+        b.add_sequence(i, 20 + step - 1, &tok[static_cast<size_t>(i)], 1, tables[static_cast<size_t>(i)], ForwardBatch::Logits::kLast);
     }
     auto t = m.forward_logits(b);
     ASSERT_TRUE(t) << t.error().message;
     std::vector<SamplingCase> cases;
     for (int i = 0; i < n; ++i)
-      cases.push_back({"step " + std::to_string(step) + " row " + std::to_string(i), i == 0 ? greedy : sampled, state, {}, {},
+      cases.push_back({"step " + std::to_string(step) + " row " + std::to_string(i),
+                       i == 0 ? greedy : sampled,
+                       state,
+                       {},
+                       {},
                        {42, static_cast<uint32_t>(i), static_cast<uint32_t>(step)}});
     std::vector<RowSampling> specs;
     for (const auto& c : cases) specs.push_back(c.row());

@@ -122,8 +122,8 @@ Result<void> SamplePack::pack(std::span<const RowSampling> rows, int64_t vocab) 
     if (p.logprobs && p.logprobs_mode == LogprobsMode::kRaw) sp.flags |= kn::kRowRawLogprobs;
     if (!row.grammar_bitmask.empty()) {
       if (row.grammar_bitmask.size() != words) {
-        note.deferred = make_error(Code::kInvalidArgument, "token bitmask has {} words, {} tokens need {}", row.grammar_bitmask.size(),
-                                   vocab, words);
+        note.deferred =
+            make_error(Code::kInvalidArgument, "token bitmask has {} words, {} tokens need {}", row.grammar_bitmask.size(), vocab, words);
       } else {
         sp.flags |= kn::kRowGrammar | kn::kRowProcessed;
         sp.mask_offset = static_cast<int32_t>(mask_words);

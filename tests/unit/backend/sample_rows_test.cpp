@@ -85,7 +85,7 @@ TEST(CpuSampleRows, ErrorsOfOneRowLeaveTheOthers) {
   cases[3].params.allowed_token_ids = {5};  // ... and the grammar bans 5: no token
   cases[3].mask.assign(bitmask_words(vocab), ~0u);
   cases[3].mask[0] &= ~(1u << 5);
-  cases[4].mask.assign(3, ~0u);  // the wrong size
+  cases[4].mask.assign(3, ~0u);                  // the wrong size
   cases[5].eos = {static_cast<int32_t>(vocab)};  // outside the vocabulary
   check_against_sample_row(*be, cases, logits);
 }
