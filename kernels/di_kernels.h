@@ -12,3 +12,4 @@
 #include "launch.h"
 #include "moe.h"
 #include "norm_rope.h"
+#include "sampling.h"

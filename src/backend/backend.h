@@ -10,6 +10,7 @@
 
 #include "backend/backend_options.h"
 #include "backend/forward_batch.h"
+#include "backend/row_sampling.h"
 #include "backend/state_layout.h"
 #include "backend/weight_source.h"
 #include "util/result.h"
@@ -262,6 +263,15 @@ class Backend {
   // (greedy decoding's token, as greedy_token picks it); -1 when the row is all -inf, -2 when it
   // holds a NaN or +inf.
   virtual void argmax_rows(Tensor x, IntTensor out) = 0;
+  // Samples each row of `logits` where it is (no copy of the rows to the host): out[i] is what
+  // sample_row(row i, rows[i]...) returns, errors of one row included (a mask that excludes every
+  // token, a NaN or +inf logit, a bitmask of the wrong size). The logits' contents are unspecified
+  // afterwards. Like read(), it completes before returning; its own error (rows.size() !=
+  // logits.rows, a device failure) fails the call. The CPU backend runs sample_row itself (bit-
+  // identical); a device backend draws from the same distribution with the same uniform, so its token
+  // is sample_row's except where the draw falls within rounding of a boundary of the cumulative
+  // distribution or of a top_p cut, and its logprobs agree to float rounding.
+  virtual Result<void> sample_rows(Tensor logits, std::span<const RowSampling> rows, std::vector<Result<SampleResult>>& out) = 0;
 
   // streams [T, hc*hidden] -> sublayer input (Σ pre_i stream_i) [T, hidden], post [T, hc], comb [T, hc*hc].
   // ahead: what the hc_post that made these streams returned for this site (see HcMixAhead).

@@ -454,6 +454,11 @@ Result<std::span<float>> DeepseekV4::forward(const ForwardBatch& batch) {
   return std::span<float>(logits_.get(), count);
 }
 
+Result<Tensor> DeepseekV4::forward_logits(const ForwardBatch& batch) {
+  if (batch.greedy_tokens) return make_error(Code::kInternal, "a batch for greedy tokens went to forward_logits()");
+  return run(batch);
+}
+
 Result<std::span<const int32_t>> DeepseekV4::forward_greedy(const ForwardBatch& batch) {
   if (!batch.greedy_tokens) return make_error(Code::kInternal, "forward_greedy() needs a batch for greedy tokens");
   DI_TRY(out, run(batch));

@@ -52,6 +52,10 @@ class DeepseekV4 {
   // token of each logit row (Backend::argmax_rows: -1 for a row of -inf, -2 for a NaN or +inf),
   // valid until the next forward.
   Result<std::span<const int32_t>> forward_greedy(const ForwardBatch& batch);
+  // Runs the batch and leaves the logits of batch.logit_rows on the backend ([logit_rows x vocab],
+  // scratch valid until the next forward; an empty tensor for none), for Backend::sample_rows:
+  // sampling without copying the rows to the host.
+  Result<Tensor> forward_logits(const ForwardBatch& batch);
   // Benchmarks: with false, forward computes the logits but leaves them on the backend (it returns
   // an empty span and may still be running; Backend::finish waits for it).
   void set_logits_to_host(bool on) { logits_to_host_ = on; }

@@ -3,11 +3,6 @@
 namespace deepinfer {
 namespace {
 
-constexpr uint32_t kMultiplier0 = 0xD2511F53;
-constexpr uint32_t kMultiplier1 = 0xCD9E8D57;
-constexpr uint32_t kWeyl0 = 0x9E3779B9;  // golden ratio
-constexpr uint32_t kWeyl1 = 0xBB67AE85;  // sqrt(3) - 1
-
 struct HiLo {
   uint32_t hi, lo;
 };
@@ -18,8 +13,8 @@ HiLo mul_hi_lo(uint32_t a, uint32_t b) {
 }
 
 PhiloxCounter round(const PhiloxCounter& c, const PhiloxKey& k) {
-  const HiLo p0 = mul_hi_lo(kMultiplier0, c[0]);
-  const HiLo p1 = mul_hi_lo(kMultiplier1, c[2]);
+  const HiLo p0 = mul_hi_lo(kPhiloxMultiplier0, c[0]);
+  const HiLo p1 = mul_hi_lo(kPhiloxMultiplier1, c[2]);
   return {p1.hi ^ c[1] ^ k[0], p1.lo, p0.hi ^ c[3] ^ k[1], p0.lo};
 }
 
@@ -27,7 +22,7 @@ PhiloxCounter round(const PhiloxCounter& c, const PhiloxKey& k) {
 
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   for (int r = 0; r < 10; ++r) {
-    if (r > 0) key = {key[0] + kWeyl0, key[1] + kWeyl1};
+    if (r > 0) key = {key[0] + kPhiloxWeyl0, key[1] + kPhiloxWeyl1};
     counter = round(counter, key);
   }
   return counter;

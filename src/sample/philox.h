@@ -11,6 +11,13 @@ namespace deepinfer {
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
 
+// The round multipliers and the key's Weyl increments (golden ratio, sqrt(3) - 1). Public so that
+// a device implementation takes them from here (the CUDA sampler gets them as kernel arguments).
+inline constexpr uint32_t kPhiloxMultiplier0 = 0xD2511F53;
+inline constexpr uint32_t kPhiloxMultiplier1 = 0xCD9E8D57;
+inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9;
+inline constexpr uint32_t kPhiloxWeyl1 = 0xBB67AE85;
+
 // The Random123 reference function philox4x32 with 10 rounds.
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 

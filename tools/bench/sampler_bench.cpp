@@ -2,7 +2,11 @@
 // parameter sets servers use: the time sample_row takes on one thread, and a
 // batch of rows sampled the way the engine does it. Logits are synthetic:
 // peaked rows like a trained model's, and flat rows like a random model's.
-// Usage: sampler_bench [--vocab N] [--rows N] [--threads N]
+// With --device cuda, also Backend::sample_rows on the GPU (the CUDA module)
+// for batches of 1 and --rows rows: the whole op (upload of the specs, the
+// kernels, the results back), per row, beside the host's time.
+// Usage: sampler_bench [--vocab N] [--rows N] [--threads N] [--device cpu|cuda]
+#include "backend/backend.h"
 #include "sample/sampler.h"
 #include "sample/sampling_rng.h"
 #include "util/thread_pool.h"
@@ -70,11 +74,98 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
+// Best of 5 (after one warm-up) of sample_rows over `batch` copies of the
+// case's rows, in seconds per row; -1 where it failed (printed).
+double device_seconds_per_row(Backend &gpu, const Case &c,
+                              const std::vector<std::vector<float>> &source,
+                              int batch, const SequenceSamplingState &state) {
+  const auto vocab = static_cast<int64_t>(source[0].size());
+  std::vector<float> flat;
+  std::vector<RowSampling> specs;
+  for (int r = 0; r < batch; ++r) {
+    const auto &row = source[static_cast<size_t>(r) % source.size()];
+    flat.insert(flat.end(), row.begin(), row.end());
+    specs.push_back({&c.params, &state, {}, {},
+                     SampleKey{7, 0, static_cast<uint32_t>(r)}});
+  }
+  const ScratchMark mark = gpu.scratch_mark();
+  Tensor x = gpu.scratch_uninit(batch, vocab);
+  std::vector<Result<SampleResult>> out;
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    // (the op may leave the logits changed: written again, untimed)
+    if (auto w = gpu.write(x, flat.data()); !w) {
+      std::fprintf(stderr, "%s\n", w.error().message.c_str());
+      gpu.scratch_release(mark);
+      return -1;
+    }
+    const auto t = std::chrono::steady_clock::now();
+    auto r = gpu.sample_rows(x, specs, out);
+    const double s = seconds_since(t);
+    if (!r || out.empty() || !out[0]) {
+      std::fprintf(stderr, "%s: %s\n", c.name,
+                   !r ? r.error().message.c_str()
+                      : out.empty() ? "no result"
+                                    : out[0].error().message.c_str());
+      gpu.scratch_release(mark);
+      return -1;
+    }
+    if (rep > 0)
+      best = std::min(best, s);
+  }
+  gpu.scratch_release(mark);
+  return best / batch;
+}
+
+// The device table: host (one thread) against the GPU at batch 1 and `rows`.
+int device_table(int vocab, int rows, const SequenceSamplingState &state) {
+  auto gpu = make_cuda_backend();
+  if (!gpu) {
+    std::fprintf(stderr, "%s\n", gpu.error().message.c_str());
+    return 1;
+  }
+  std::printf("\n## Device sampling (%s): Backend::sample_rows, per row\n",
+              gpu.value()->name().c_str());
+  for (bool peaked : {true, false}) {
+    std::vector<std::vector<float>> source;
+    for (int r = 0; r < rows; ++r)
+      source.push_back(make_row(vocab, 1000 + r, peaked));
+    std::printf("\n### %s rows\n\n", peaked ? "Peaked (a trained model's)"
+                                            : "Flat (a random model's)");
+    std::printf("| parameters | host, 1 thread (us) | device, batch 1 (us) "
+                "| device, batch %d (us) |\n",
+                rows);
+    std::printf("|---|---:|---:|---:|\n");
+    for (const Case &c : cases()) {
+      double host = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<float> work = source[0];
+        const auto t = std::chrono::steady_clock::now();
+        if (!sample_row(work, c.params, state, {}, {}, SampleKey{7, 0, 0})) {
+          std::fprintf(stderr, "%s: the host sampler failed\n", c.name);
+          return 1;
+        }
+        host = std::min(host, seconds_since(t));
+      }
+      const double one = device_seconds_per_row(*gpu.value(), c, source, 1, state);
+      const double many = device_seconds_per_row(*gpu.value(), c, source, rows, state);
+      if (one < 0 || many < 0)
+        return 1;
+      std::printf("| %s | %.1f | %.1f | %.2f |\n", c.name, host * 1e6, one * 1e6,
+                  many * 1e6);
+    }
+  }
+  std::printf("\nDevice figures: the best of 5 calls (after a warm-up), from "
+              "the call to its results on the host.\n");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   int vocab = 129280, rows = 64;
   size_t threads = 0;
+  std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--vocab")
@@ -83,11 +174,19 @@ int main(int argc, char **argv) {
       rows = std::atoi(argv[i + 1]);
     else if (flag == "--threads")
       threads = static_cast<size_t>(std::atoi(argv[i + 1]));
+    else if (flag == "--device")
+      device = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--vocab N] [--rows N] [--threads N]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--vocab N] [--rows N] [--threads N] "
+                   "[--device cpu|cuda]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "--device must be cpu or cuda\n");
+    return 2;
   }
   if (vocab < 64 || rows < 1) {
     std::fprintf(stderr, "--vocab must be >= 64 and --rows >= 1\n");
@@ -161,5 +260,5 @@ int main(int argc, char **argv) {
   }
   std::printf("\nEach figure is the best of 5 runs; a row's time includes "
               "restoring its logits (one copy).\n");
-  return 0;
+  return device == "cuda" ? device_table(vocab, rows, state.value()) : 0;
 }

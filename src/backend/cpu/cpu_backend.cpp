@@ -259,6 +259,14 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // In place (the logits are host memory), the rows on the pool: sample_row's results exactly.
+  Result<void> sample_rows(Tensor logits, std::span<const RowSampling> rows, std::vector<Result<SampleResult>>& out) override {
+    out.clear();
+    DI_TRYV(check_row_count(logits.rows, rows.size()));
+    sample_rows_on_host(logits.data, logits.cols, rows, out, &pool_);
+    return ok();
+  }
+
   void hc_pre(Tensor streams, const HyperConnection& hc, Tensor collapsed, Tensor post, Tensor comb, HcMixAhead) override {
     const int n = hc.hc, mix_size = (2 + n) * n;
     const int64_t d = collapsed.cols;

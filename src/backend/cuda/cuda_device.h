@@ -20,6 +20,7 @@
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/graphs.h"
 #include "backend/cuda/profiling.h"
+#include "backend/cuda/sample_pack.h"
 #include "attention.h"
 #include "gemv.h"
 #include "moe.h"
@@ -85,6 +86,9 @@ class CudaDevice : public Backend {
   void add(Tensor a, Tensor b) override;
   void gather_rows(Tensor x, const std::vector<int32_t>& rows, Tensor out) override;
   void argmax_rows(Tensor x, IntTensor out) override;
+
+  // --- sampling (sampling.cpp)
+  Result<void> sample_rows(Tensor logits, std::span<const RowSampling> rows, std::vector<Result<SampleResult>>& out) override;
 
   // --- products (linear.cpp)
   void linear(Tensor x, const DeviceWeight& w, Tensor out) override;
@@ -235,6 +239,8 @@ class CudaDevice : public Backend {
 
  private:
   void apply(const BackendOptions& o);
+  // sample_rows' upload, kernels and read-back (inside its op).
+  void launch_sampling(Tensor logits);
   void* take_scratch(int64_t n, bool zero);
   uint64_t generation() const;
   template <class T>
@@ -248,6 +254,7 @@ class CudaDevice : public Backend {
   bool graphs_on_ = false;      // both (a failed capture turns it off)
   OpProfiler profiler_;
   bool profiling_ = false;
+  SamplePack sampling_;  // sample_rows' page-locked buffers (reused: the op waits for its results)
 };
 
 }  // namespace deepinfer

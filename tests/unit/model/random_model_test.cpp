@@ -148,6 +148,60 @@ TEST(RandomModel, GreedyStepsReturnTheArgmaxOfTheLogits) {
   EXPECT_EQ(got, (std::vector<int32_t>{1, -1, -2, -2}));
 }
 
+TEST(RandomModel, SamplesTheLogitsWhereTheyAre) {
+  // forward_logits leaves the rows on the backend; sample_rows there gives what sample_row gives on
+  // forward's copies of the same rows.
+  auto be = make_cpu_backend(2);
+  auto model = DeepseekV4::random(demo_config(), *be, 13);
+  ASSERT_TRUE(model);
+  DeepseekV4& m = *model.value();
+  const StateLayout layout = m.state_layout();
+  const std::vector<int32_t> a = ids(9), b = ids(5);
+  const int32_t blocks = layout.blocks_for(9);
+  ASSERT_TRUE(be->allocate_state(layout, 4, 4 * blocks));
+  auto batch = [&](int32_t slot0) {
+    ForwardBatch fb;
+    std::vector<int32_t> t0, t1;
+    for (int32_t i = 0; i < blocks; ++i) {
+      t0.push_back(slot0 * blocks + i);
+      t1.push_back((slot0 + 1) * blocks + i);
+    }
+    fb.add_sequence(slot0, 0, a.data(), 9, t0, ForwardBatch::Logits::kLast);
+    fb.add_sequence(slot0 + 1, 0, b.data(), 5, t1, ForwardBatch::Logits::kLast);
+    return fb;
+  };
+  const ForwardBatch on_host = batch(0), on_backend = batch(2);
+  auto host = m.forward(on_host);
+  ASSERT_TRUE(host) << host.error().message;
+  const std::vector<float> rows(host.value().begin(), host.value().end());
+  auto logits = m.forward_logits(on_backend);
+  ASSERT_TRUE(logits) << logits.error().message;
+  ASSERT_EQ(logits.value().rows, 2);
+  const int64_t vocab = logits.value().cols;
+  ASSERT_EQ(rows.size(), static_cast<size_t>(2 * vocab));
+
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.9f;
+  p.logprobs = 3;
+  const auto state = SequenceSamplingState::create(a, static_cast<int32_t>(vocab)).value();
+  std::vector<RowSampling> specs = {{&p, &state, {}, {}, {7, 0, 0}}, {&p, &state, {}, {}, {7, 1, 0}}};
+  std::vector<Result<SampleResult>> got;
+  ASSERT_TRUE(be->sample_rows(logits.value(), specs, got));
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(i * vocab);
+    std::vector<float> row(first, first + static_cast<std::ptrdiff_t>(vocab));
+    auto want = sample_row(row, p, state, {}, {}, specs[i].key);
+    ASSERT_TRUE(want && got[i]);
+    EXPECT_EQ(got[i].value().token, want.value().token) << i;
+    EXPECT_EQ(got[i].value().logprobs->logprob, want.value().logprobs->logprob) << i;
+  }
+  ForwardBatch greedy = on_backend;
+  greedy.greedy_tokens = true;
+  EXPECT_FALSE(m.forward_logits(greedy));
+}
+
 TEST(RandomModel, ReadConfigTakesADirectoryOrAFile) {
   auto dir = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo");
   auto file = DeepseekV4::read_config(testing::golden_dir() + "/../../models/demo/config.json");

@@ -1,0 +1,499 @@
+// One block's passes over a row of logits, the building blocks of the sampler's select kernel
+// (sampling.cu, the only file that includes this): block reductions and scans, loops over the row,
+// the first crossing of a running total in token id order, and the shortest rank prefix of a
+// candidate set that holds a count or a mass. Every result is exact (integer sums, min / max, a
+// sort by a total order), so it depends on the row alone, not on the thread that saw what.
+#pragma once
+
+#include "common.cuh"
+
+#include <cooperative_groups.h>
+
+namespace deepinfer::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 512;  // a block: the select kernel's, one per row
+constexpr int kWarps = kThreads / 32;
+constexpr int kBuckets = 2048;
+constexpr int kCompact = 2048;  // boundary buckets of at most this many members are sorted in shared memory
+constexpr int kTopSlots = 32;   // top logprobs gathered in Shared::top (>= kMaxTopLogprobs)
+static_assert(kCompact <= 4 * kThreads && kCompact <= kBuckets + kBuckets / 2, "walk_sorted takes 4 entries a thread");
+static_assert(kTopSlots >= kMaxTopLogprobs, "top logprobs slots");
+static_assert(kBuckets % 32 == 0, "find_boundary gives each lane kBuckets / 32 buckets");
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+// Larger value, larger key (candidate_set.cpp's rank_key).
+__device__ __forceinline__ uint32_t rank_key(float x) {
+  const uint32_t u = __float_as_uint(x == 0.0f ? 0.0f : x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+// (value descending, id ascending) as one descending 64-bit key.
+__device__ __forceinline__ unsigned long long sort_key(float v, int64_t t) {
+  return (static_cast<unsigned long long>(rank_key(v)) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(t));
+}
+
+// --- block helpers (kThreads threads)
+
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+struct Shared {
+  unsigned long long big[kBuckets + kBuckets / 2];  // a histogram (masses, then counts) or a sort buffer
+  unsigned long long red[kWarps], scan[kWarps];
+  float fmax[kWarps], fmin[kWarps];
+  int64_t imin[kWarps], icount[kWarps], iarg[kWarps];
+  unsigned long long top[kTopSlots];
+  // results handed from one thread to all
+  int boundary;
+  unsigned boundary_count;
+  unsigned long long need, before;
+  int find_warp;
+  unsigned long long find_rem;
+  int64_t found;
+  unsigned n_compact;
+};
+
+__device__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
+  v = warp_sum_u64(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  unsigned long long t = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) t += sh.red[w];
+  return t;
+}
+
+__device__ int64_t block_sum_i64(int64_t v, Shared& sh) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.icount[threadIdx.x >> 5] = v;
+  __syncthreads();
+  int64_t t = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) t += sh.icount[w];
+  return t;
+}
+
+__device__ int64_t block_min_i64(int64_t v, Shared& sh) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = min(v, static_cast<int64_t>(__shfl_xor_sync(kFull, v, o)));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh.imin[threadIdx.x >> 5] = v;
+  __syncthreads();
+  int64_t t = sh.imin[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) t = min(t, sh.imin[w]);
+  return t;
+}
+
+// Block max and min of floats (every thread gets both).
+__device__ float2 block_max_min(float mx, float mn, Shared& sh) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+    mn = fminf(mn, __shfl_xor_sync(kFull, mn, o));
+  }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) {
+    sh.fmax[threadIdx.x >> 5] = mx;
+    sh.fmin[threadIdx.x >> 5] = mn;
+  }
+  __syncthreads();
+  mx = sh.fmax[0];
+  mn = sh.fmin[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) {
+    mx = fmaxf(mx, sh.fmax[w]);
+    mn = fminf(mn, sh.fmin[w]);
+  }
+  return make_float2(mx, mn);
+}
+
+// The first id of the largest value (ids of -inf values count too; value -inf: none larger).
+__device__ int64_t block_argmax(float v, int64_t id, Shared& sh) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(kFull, v, o);
+    const int64_t oi = __shfl_xor_sync(kFull, id, o);
+    if (ov > v || (ov == v && oi < id)) {
+      v = ov;
+      id = oi;
+    }
+  }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) {
+    sh.fmax[threadIdx.x >> 5] = v;
+    sh.iarg[threadIdx.x >> 5] = id;
+  }
+  __syncthreads();
+  v = sh.fmax[0];
+  id = sh.iarg[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w)
+    if (sh.fmax[w] > v || (sh.fmax[w] == v && sh.iarg[w] < id)) {
+      v = sh.fmax[w];
+      id = sh.iarg[w];
+    }
+  return id;
+}
+
+// Exclusive prefix over the block in thread order; *total gets the block's sum.
+__device__ unsigned long long block_exclusive_scan_u64(unsigned long long v, Shared& sh, unsigned long long* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned long long x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long y = __shfl_up_sync(kFull, x, o);
+    if (lane >= o) x += y;
+  }
+  __syncthreads();
+  if (lane == 31) sh.scan[warp] = x;
+  __syncthreads();
+  unsigned long long before = 0, all = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp) before += sh.scan[w];
+    all += sh.scan[w];
+  }
+  *total = all;
+  return before + x - v;
+}
+
+// f(t, row[t]) for every token, threads striding over the row. Each thread loads kAhead tokens at
+// once (loads in flight hide the memory latency), then runs f on them in a loop that is not
+// unrolled (f's body once: the heavier passes would spill with more), rotating the values through
+// registers.
+constexpr int kAhead = 8;
+
+template <class F>
+__device__ __forceinline__ void for_each_token(const float* row, int64_t n, F&& f) {
+  for (int64_t base = threadIdx.x; base < n; base += kAhead * kThreads) {
+    float v[kAhead];
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k) {
+      const int64_t t = base + k * kThreads;
+      v[k] = t < n ? row[t] : 0.0f;
+    }
+#pragma unroll 1
+    for (int k = 0; k < kAhead; ++k) {
+      const int64_t t = base + k * kThreads;
+      if (t < n) f(t, v[0]);
+#pragma unroll
+      for (int j = 0; j + 1 < kAhead; ++j) v[j] = v[j + 1];
+    }
+  }
+}
+
+// The same for light passes: 16-byte vectors where the row allows, f inlined for each element.
+template <class F>
+__device__ __forceinline__ void for_each_token_vec(const float* row, int64_t n, F&& f) {
+  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+    const int64_t n4 = n >> 2;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
+      const float4 v = r4[i];
+      f(4 * i, v.x);
+      f(4 * i + 1, v.y);
+      f(4 * i + 2, v.z);
+      f(4 * i + 3, v.w);
+    }
+    for (int64_t t = 4 * n4 + threadIdx.x; t < n; t += kThreads) f(t, row[t]);
+  } else {
+    for_each_token(row, n, f);
+  }
+}
+
+// Keeps the tokens ranked at or before (v, id) in the order (value descending, id ascending); off
+// (Cut{}): keeps every token.
+struct Cut {
+  float v;
+  int64_t id;
+  bool on;
+  __device__ bool keeps(float x, int64_t t) const { return !on || x > v || (x == v && t <= id); }
+};
+
+// --- selection of a rank prefix
+
+__device__ __forceinline__ int bucket_of(float v, float hi, double scale) {
+  const double d = (static_cast<double>(hi) - static_cast<double>(v)) * scale;
+  return d < static_cast<double>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;
+}
+
+// Counts (and masses) of the set's members with values in [lo, hi], by bucket (0: the highest).
+template <class S>
+__device__ void histogram(const S& set, int64_t vocab, bool by_mass, float lo, float hi, double scale, Shared& sh) {
+  unsigned long long* mass = sh.big;
+  unsigned* count = reinterpret_cast<unsigned*>(sh.big + kBuckets);
+  __syncthreads();
+  for (int i = threadIdx.x; i < kBuckets; i += kThreads) {
+    mass[i] = 0;
+    count[i] = 0;
+  }
+  __syncthreads();
+  for_each_token(set.row(), vocab, [&](int64_t t, float x) {
+    const float v = set.value(t, x);
+    if (!(v >= lo && v <= hi)) return;
+    const int b = bucket_of(v, hi, scale);
+    atomicAdd(&count[b], 1u);
+    if (by_mass) atomicAdd(&mass[b], set.mass(v));
+  });
+  __syncthreads();
+}
+
+// The bucket where the running total (counts or masses, from bucket 0) first reaches `need` (with
+// fraction > 0: fraction of the histogram's total, rounded up): sh.boundary (-1: never),
+// sh.boundary_count, sh.before (the total of the buckets before it), sh.need.
+__device__ void find_boundary(bool by_mass, unsigned long long need, float fraction, Shared& sh) {
+  const unsigned long long* mass = sh.big;
+  const unsigned* count = reinterpret_cast<const unsigned*>(sh.big + kBuckets);
+  if (threadIdx.x < 32) {
+    constexpr int kPer = kBuckets / 32;
+    const int lane = threadIdx.x, b0 = lane * kPer;
+    unsigned long long sum = 0;
+#pragma unroll 8
+    for (int i = 0; i < kPer; ++i) sum += by_mass ? mass[b0 + i] : count[b0 + i];
+    unsigned long long incl = sum;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const unsigned long long y = __shfl_up_sync(kFull, incl, o);
+      if (lane >= o) incl += y;
+    }
+    const unsigned long long total = __shfl_sync(kFull, incl, 31);
+    if (fraction > 0.0f) {
+      const double want = ceil(static_cast<double>(fraction) * static_cast<double>(total));
+      need = want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
+    }
+    const unsigned long long excl = incl - sum;
+    int found = -1;
+    unsigned long long before = 0;
+    if (excl < need && need <= incl) {
+      unsigned long long acc = excl;
+#pragma unroll 1
+      for (int i = 0; i < kPer; ++i) {
+        const unsigned long long m = by_mass ? mass[b0 + i] : count[b0 + i];
+        if (acc + m >= need) {
+          found = b0 + i;
+          before = acc;
+          break;
+        }
+        acc += m;
+      }
+    }
+    const unsigned who = __ballot_sync(kFull, found >= 0);
+    const int leader = who ? __ffs(who) - 1 : 0;
+    found = __shfl_sync(kFull, found, leader);
+    before = __shfl_sync(kFull, before, leader);
+    if (lane == 0) {
+      sh.boundary = who ? found : -1;
+      sh.boundary_count = who ? count[found] : 0;
+      sh.before = before;
+      sh.need = need;
+    }
+  }
+  __syncthreads();
+}
+
+// The token at which the running total of metric(t, row[t]) over the row in id order first exceeds
+// target_of(total) (< total); -1 where it never does. Each warp owns a contiguous range: the warps'
+// sums locate the range, then the block scans it 4 tokens a thread.
+template <class Metric, class Target>
+__device__ int64_t ordered_find(const float* row, int64_t vocab, const Metric& metric, const Target& target_of, Shared& sh) {
+  constexpr int64_t kStep = 4 * kThreads;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t per_warp = ((vocab + kWarps - 1) / kWarps + kStep - 1) / kStep * kStep;
+  const int64_t begin = warp * per_warp, end = min(vocab, begin + per_warp);
+  unsigned long long sum = 0;
+  for (int64_t at = begin + lane; at < end; at += kAhead * 32) {  // kAhead loads in flight, as for_each_token
+    float v[kAhead];
+#pragma unroll
+    for (int k = 0; k < kAhead; ++k) v[k] = at + 32 * k < end ? row[at + 32 * k] : 0.0f;
+#pragma unroll 1
+    for (int k = 0; k < kAhead; ++k) {
+      if (at + 32 * k < end) sum += metric(at + 32 * k, v[0]);
+#pragma unroll
+      for (int j = 0; j + 1 < kAhead; ++j) v[j] = v[j + 1];
+    }
+  }
+  sum = warp_sum_u64(sum);
+  __syncthreads();
+  if (lane == 0) sh.red[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long total = 0;
+    for (int w = 0; w < kWarps; ++w) total += sh.red[w];
+    const unsigned long long target = target_of(total);
+    int at = -1;
+    unsigned long long acc = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (target < acc + sh.red[w]) {
+        at = w;
+        break;
+      }
+      acc += sh.red[w];
+    }
+    sh.find_warp = at;
+    sh.find_rem = target - acc;
+    sh.found = -1;
+  }
+  __syncthreads();
+  const int at = sh.find_warp;
+  if (at < 0) return -1;
+  unsigned long long rem = sh.find_rem;
+  const int64_t wb = at * per_warp, we = min(vocab, wb + per_warp);
+  for (int64_t base = wb; base < we; base += kStep) {
+    const int64_t t0 = base + 4 * threadIdx.x;
+    unsigned long long m[4], s = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      m[j] = t0 + j < we ? metric(t0 + j, row[t0 + j]) : 0;
+      s += m[j];
+    }
+    unsigned long long step_total;
+    const unsigned long long excl = block_exclusive_scan_u64(s, sh, &step_total);
+    if (excl <= rem && rem < excl + s) {
+      unsigned long long acc = excl;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        acc += m[j];
+        if (acc > rem) {
+          sh.found = t0 + j;
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (sh.found >= 0) break;
+    rem -= step_total;
+  }
+  const int64_t found = sh.found;
+  __syncthreads();
+  return found;
+}
+
+// Sorts n keys descending (bitonic, n padded to a power of two with zeros, which sort last).
+__device__ void sort_desc(unsigned long long* buf, int n) {
+  int size = 1;
+  while (size < n) size <<= 1;
+  for (int i = n + threadIdx.x; i < size; i += kThreads) buf[i] = 0;
+  __syncthreads();
+  for (int k = 2; k <= size; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < size; i += kThreads) {
+        const int p = i ^ j;
+        if (p > i) {
+          const unsigned long long a = buf[i], b = buf[p];
+          if ((i & k) == 0 ? a < b : a > b) {
+            buf[i] = b;
+            buf[p] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// The members of bucket b (values in [lo, hi]) as sort keys in sh.big, sorted descending.
+template <class S>
+__device__ void sort_bucket(const S& set, int64_t vocab, float lo, float hi, double scale, int b, int n, Shared& sh) {
+  __syncthreads();
+  if (threadIdx.x == 0) sh.n_compact = 0;
+  __syncthreads();
+  for_each_token(set.row(), vocab, [&](int64_t t, float x) {
+    const float v = set.value(t, x);
+    if (!(v >= lo && v <= hi) || bucket_of(v, hi, scale) != b) return;
+    const cg::coalesced_group g = cg::coalesced_threads();
+    unsigned slot = 0;
+    if (g.thread_rank() == 0) slot = atomicAdd(&sh.n_compact, g.size());
+    slot = g.shfl(slot, 0) + g.thread_rank();
+    if (slot < static_cast<unsigned>(kCompact)) sh.big[slot] = sort_key(v, t);
+  });
+  __syncthreads();
+  sort_desc(sh.big, n);
+}
+
+// The index of the sorted bucket's entry at which the running count (or mass) reaches need.
+template <class S>
+__device__ int walk_sorted(const S& set, int n, bool by_mass, unsigned long long need, Shared& sh) {
+  if (!by_mass) return static_cast<int>(need) - 1;
+  const int per = (n + kThreads - 1) / kThreads, i0 = threadIdx.x * per;
+  unsigned long long m[4], s = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    m[j] = j < per && i0 + j < n ? set.mass(key_value(static_cast<uint32_t>(sh.big[i0 + j] >> 32))) : 0;
+    s += m[j];
+  }
+  if (threadIdx.x == 0) sh.found = n - 1;  // (need never exceeds the bucket's mass)
+  unsigned long long total;
+  const unsigned long long excl = block_exclusive_scan_u64(s, sh, &total);
+  if (excl < need && need <= excl + s) {
+    unsigned long long acc = excl;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc += m[j];
+      if (acc >= need) {
+        sh.found = i0 + j;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return static_cast<int>(sh.found);
+}
+
+// The cut that keeps the shortest rank prefix of the set (members with finite values in [lo, hi],
+// the whole set) holding `need` members, or (by_mass) `need` of mass; with fraction > 0, need is
+// that fraction of the set's mass, rounded up.
+template <class S>
+__device__ Cut select_prefix(const S& set, int64_t vocab, bool by_mass, unsigned long long need, float fraction, float lo, float hi,
+                             Shared& sh) {
+  for (;;) {
+    const double scale = hi > lo ? (kBuckets - 1) / (static_cast<double>(hi) - static_cast<double>(lo)) : 0.0;
+    histogram(set, vocab, by_mass, lo, hi, scale, sh);
+    find_boundary(by_mass, need, fraction, sh);
+    const int b = sh.boundary;
+    if (b < 0) return Cut{};  // (exact sums: unreachable)
+    const unsigned n = sh.boundary_count;
+    need = sh.need - sh.before;
+    fraction = 0.0f;
+    if (n <= static_cast<unsigned>(kCompact)) {
+      sort_bucket(set, vocab, lo, hi, scale, b, static_cast<int>(n), sh);
+      const unsigned long long k = sh.big[walk_sorted(set, static_cast<int>(n), by_mass, need, sh)];
+      return Cut{key_value(static_cast<uint32_t>(k >> 32)), static_cast<int64_t>(~static_cast<uint32_t>(k)), true};
+    }
+    if (hi == lo) {  // more equal values than the sort holds: the lowest ids among them
+      const unsigned long long w = set.mass(lo);
+      unsigned long long keep = by_mass ? (w > 0 ? (need + w - 1) / w : n) : need;
+      if (keep >= n) return Cut{lo, INT64_MAX, true};
+      const int64_t id = ordered_find(
+          set.row(), vocab, [&](int64_t t, float x) { return set.value(t, x) == lo ? 1ull : 0ull; },
+          [keep](unsigned long long) { return keep - 1; }, sh);
+      return Cut{lo, id, true};
+    }
+    // Too many members: split the bucket's value range again.
+    float mx = neg_inf(), mn = pos_inf();
+    for_each_token(set.row(), vocab, [&](int64_t t, float x) {
+      const float v = set.value(t, x);
+      if (v >= lo && v <= hi && bucket_of(v, hi, scale) == b) {
+        mx = fmaxf(mx, v);
+        mn = fminf(mn, v);
+      }
+    });
+    const float2 r = block_max_min(mx, mn, sh);
+    hi = r.x;
+    lo = r.y;
+  }
+}
+}  // namespace
+}  // namespace deepinfer::kernels

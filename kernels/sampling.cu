@@ -1,0 +1,394 @@
+// Sampling rows of logits on the device (sampling.h): the processing order of
+// src/sample/sampling_params.h.
+//
+// Two launches. The prepare kernel (blocks of 4096 tokens) writes each row that steps 1-5 change
+// into a work row: grammar mask and allowed tokens densely, then the row's sorted edit list (bias,
+// min_tokens bans, penalties), each token computed from its raw logit in the host's order with the
+// host's float operations. The select kernel (one block per row) then does the rest on that row:
+// the NaN / +inf check, greedy argmax, top_k, temperature, top_p, min_p, the draw and logprobs.
+//
+// Truncations keep a rank prefix of (value descending, id ascending). The cut is found without
+// sorting the row: a histogram of the candidates over 2048 value buckets (counts, or masses for
+// top_p) finds the bucket where the prefix ends; its members (at most kCompact, else the bucket's
+// value range is split again) are sorted in shared memory and walked to the exact element. A cut is
+// then a (value, id) threshold. Masses are weights (exp((x - max) / temperature), the host's float
+// function) in 64-bit fixed point, so every sum is exact and independent of order: the token is a
+// function of the row and its spec alone, whatever the batch. The draw walks the survivors in id
+// order to the first whose running mass exceeds u * total, u the host's 53-bit Philox uniform.
+#include "row_select.cuh"
+#include "sampling.h"
+
+#include <cmath>
+
+namespace deepinfer::kernels {
+namespace {
+
+constexpr int kPrepThreads = 256;
+constexpr int64_t kPrepChunk = 4096;    // tokens per prepare block: whole mask words
+constexpr float kFixedScale = 0x1p40f;  // masses: weights in 64-bit fixed point
+
+// --- the host's arithmetic (src/sample/row_math.h), operation by operation (no contraction)
+
+__device__ __forceinline__ float exp_nonpositive(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.42860682030941723e-6f;
+  constexpr float kRound = 12582912.0f;
+  const bool underflow = !(x >= -87.3f);
+  const float xc = underflow ? -87.3f : x;
+  const float n = __fsub_rn(__fadd_rn(__fmul_rn(xc, kLog2e), kRound), kRound);
+  const float r = __fsub_rn(__fsub_rn(xc, __fmul_rn(n, kLn2Hi)), __fmul_rn(n, kLn2Lo));
+  float p = 1.0f / 5040.0f;
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f / 720.0f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f / 120.0f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f / 24.0f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f / 6.0f);
+  p = __fadd_rn(__fmul_rn(p, r), 0.5f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.0f);
+  const float scale = __int_as_float((static_cast<int32_t>(n) + 127) << 23);
+  return underflow ? 0.0f : __fmul_rn(p, scale);
+}
+
+__device__ __forceinline__ unsigned long long fixed_mass(float w) { return __float2ull_rn(__fmul_rn(w, kFixedScale)); }
+
+// The 53 bits of sample_uniform (src/sample/sampling_rng.cpp): Philox4x32-10, key = seed, counter =
+// (position, completion, 0 (the token-draw domain), 0).
+__device__ __forceinline__ unsigned long long philox_bits53(uint32_t seed_lo, uint32_t seed_hi, uint32_t completion, uint32_t position,
+                                                            const PhiloxConstants& p) {
+  uint32_t c0 = position, c1 = completion, c2 = 0, c3 = 0, k0 = seed_lo, k1 = seed_hi;
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += p.weyl0;
+      k1 += p.weyl1;
+    }
+    const uint32_t hi0 = __umulhi(p.multiplier0, c0), lo0 = p.multiplier0 * c0;
+    const uint32_t hi1 = __umulhi(p.multiplier1, c2), lo1 = p.multiplier1 * c2;
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return (static_cast<unsigned long long>(c0) << 21) | (c1 >> 11);
+}
+
+// floor(bits53 * 2^-53 * total), exactly.
+__device__ __forceinline__ unsigned long long scale_draw(unsigned long long bits53, unsigned long long total) {
+  const unsigned long long hi = __umul64hi(bits53, total), lo = bits53 * total;
+  return (hi << 11) | (lo >> 53);
+}
+
+// --- the row and the candidate sets of each step
+
+struct RowCtx {
+  const float* raw;   // the row's logits
+  const float* work;  // after steps 1-5 (raw itself where they change nothing)
+  int64_t vocab;
+  float max, min;  // of the finite processed logits
+  float temperature, inv_t;
+  bool use_inv;
+  float min_p;
+  Cut top_k, top_p;
+
+  // Step 7's weight of a finite processed logit, as exp_weights computes it.
+  __device__ float weight(float x) const {
+    const float d = __fsub_rn(x, max);
+    return exp_nonpositive(use_inv ? __fmul_rn(d, inv_t) : __fdiv_rn(d, temperature));
+  }
+  // Whether token t (processed logit x) survives steps 8-10.
+  __device__ bool survives(float x, int64_t t) const {
+    return x > neg_inf() && top_k.keeps(x, t) && top_p.keeps(x, t) && (min_p <= 0.0f || weight(x) >= min_p);
+  }
+};
+
+// Candidate sets: value(t, x) is token t's value (x its entry of row()), -inf outside the set;
+// mass(v) its weight in fixed point (selections by mass).
+struct TopKSet {  // step 8: the finite processed logits
+  const RowCtx& c;
+  __device__ const float* row() const { return c.work; }
+  __device__ float value(int64_t, float x) const { return x; }
+  __device__ unsigned long long mass(float) const { return 0; }
+};
+struct TopPSet {  // step 9: what top_k kept
+  const RowCtx& c;
+  __device__ const float* row() const { return c.work; }
+  __device__ float value(int64_t t, float x) const { return x > neg_inf() && c.top_k.keeps(x, t) ? x : neg_inf(); }
+  __device__ unsigned long long mass(float v) const { return fixed_mass(c.weight(v)); }
+};
+struct DrawSet {  // step 11: the survivors
+  const RowCtx& c;
+  __device__ unsigned long long operator()(int64_t t, float x) const { return c.survives(x, t) ? fixed_mass(c.weight(x)) : 0; }
+};
+// The row logprobs are computed from: the raw logits, the processed ones of a greedy row (after step
+// 5), or the sampling distribution of a sampled row ((x - max) / temperature for survivors).
+enum class LogprobSource { kRaw, kGreedy, kSampled };
+struct LogprobSet {
+  const RowCtx& c;
+  LogprobSource source;
+  __device__ const float* row() const { return source == LogprobSource::kRaw ? c.raw : c.work; }
+  __device__ float value(int64_t t, float x) const {
+    if (source != LogprobSource::kSampled) return x;
+    return c.survives(x, t) ? __fdiv_rn(__fsub_rn(x, c.max), c.temperature) : neg_inf();
+  }
+  __device__ unsigned long long mass(float) const { return 0; }
+};
+
+// --- the kernels
+
+__device__ __forceinline__ bool mask_allows(const uint32_t* mask, int64_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
+
+// Steps 1-5 into the work row of each row that needs them (apply_token_bitmask, apply_allowed_token_ids,
+// apply_logit_bias, apply_min_tokens, apply_penalties).
+__global__ void __launch_bounds__(kPrepThreads)
+    sample_prepare_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
+                          const uint32_t* mask_words, float* work, int64_t stride) {
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  const SampleRowSpec sp = specs[r];
+  if ((sp.flags & kRowSkip) || !(sp.flags & kRowProcessed)) return;
+  const float* raw = logits + r * vocab;
+  float* out = work + r * stride;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kPrepChunk, end = min(vocab, begin + kPrepChunk);
+  const uint32_t* mask = (sp.flags & kRowGrammar) ? mask_words + sp.mask_offset : nullptr;
+  const bool allowed_only = sp.flags & kRowAllowedOnly;
+#pragma unroll 4
+  for (int64_t t = begin + threadIdx.x; t < end; t += kPrepThreads) {
+    const float v = raw[t];
+    out[t] = allowed_only || (mask && !mask_allows(mask, t)) ? neg_inf() : v;
+  }
+  if (sp.edit_count == 0) return;
+  __syncthreads();  // the chunk's listed tokens are written again below, by other threads
+  const SampleEdit* e = edits + sp.edit_begin;
+  int lo = 0, hi = sp.edit_count;  // first edit of the chunk
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (e[mid].token < begin)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (int i = lo + threadIdx.x; i < sp.edit_count && e[i].token < end; i += kPrepThreads) {
+    const SampleEdit ed = e[i];
+    const int64_t t = ed.token;
+    float v = raw[t];
+    if (mask && !mask_allows(mask, t)) v = neg_inf();
+    if (allowed_only && !(ed.flags & kEditAllowed)) v = neg_inf();
+    if (ed.flags & kEditBias) v = __fadd_rn(v, ed.bias);
+    if (ed.flags & kEditBanned) v = neg_inf();
+    if (ed.flags & kEditSeen) {
+      if (sp.repetition != 1.0f) v = v > 0.0f ? __fdiv_rn(v, sp.repetition) : __fmul_rn(v, sp.repetition);
+      if (ed.output_count > 0) {
+        v = __fsub_rn(v, __fmul_rn(sp.frequency, static_cast<float>(ed.output_count)));
+        v = __fsub_rn(v, sp.presence);
+      }
+    }
+    out[t] = v;
+  }
+}
+
+// Logprobs of the chosen token: its own, its rank and the top n (sample_row's compute_logprobs).
+__device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t token, int top_n, SampleOut* o, Shared& sh) {
+  const LogprobSet set{c, source};
+  const float* row = set.row();
+  const float own = set.value(token, row[token]);
+  float mx = neg_inf(), mn = pos_inf();
+  int64_t finite = 0;
+  for_each_token(row, c.vocab, [&](int64_t t, float x) {
+    const float v = set.value(t, x);
+    if (v > neg_inf()) {
+      mx = fmaxf(mx, v);
+      mn = fminf(mn, v);
+      ++finite;
+    }
+  });
+  const float2 range = block_max_min(mx, mn, sh);
+  finite = block_sum_i64(finite, sh);
+  const float smax = range.x, smin = range.y;
+  unsigned long long sum = 0;
+  int64_t before = 0;  // tokens ranked before it: a larger value, or an equal one and a lower id
+  for_each_token(row, c.vocab, [&](int64_t t, float x) {
+    const float v = set.value(t, x);
+    sum += fixed_mass(exp_nonpositive(__fsub_rn(v, smax)));
+    before += v > own || (v == own && t < token);
+  });
+  sum = block_sum_u64(sum, sh);
+  before = block_sum_i64(before, sh);
+  const double log_z = static_cast<double>(smax) + log(static_cast<double>(sum) * 0x1p-40);
+  if (threadIdx.x == 0) {
+    o->logprob = static_cast<float>(static_cast<double>(own) - log_z);
+    o->rank = static_cast<int32_t>(before + 1);
+    o->n_top = 0;
+  }
+  const int64_t n = min(static_cast<int64_t>(top_n), c.vocab);
+  if (n <= 0) return;
+  // The n best: a cut of the finite values, then (where fewer) the lowest ids of -inf.
+  Cut cut{};
+  int64_t last_inf = -1;
+  if (n < finite) {
+    cut = select_prefix(set, c.vocab, false, static_cast<unsigned long long>(n), 0.0f, smin, smax, sh);
+  } else if (n > finite) {
+    const unsigned long long k = static_cast<unsigned long long>(n - finite);
+    last_inf = ordered_find(
+        row, c.vocab, [&](int64_t t, float x) { return set.value(t, x) == neg_inf() ? 1ull : 0ull; },
+        [k](unsigned long long) { return k - 1; }, sh);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) sh.n_compact = 0;
+  __syncthreads();
+  for_each_token(row, c.vocab, [&](int64_t t, float x) {
+    const float v = set.value(t, x);
+    if (!(v > neg_inf() ? cut.keeps(v, t) : t <= last_inf)) return;
+    const unsigned slot = atomicAdd(&sh.n_compact, 1u);
+    if (slot < static_cast<unsigned>(kTopSlots)) sh.top[slot] = sort_key(v, t);
+  });
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int m = static_cast<int>(min(static_cast<int64_t>(min(sh.n_compact, static_cast<unsigned>(kTopSlots))), n));
+    for (int i = 1; i < m; ++i)  // a handful: insertion sort, descending
+      for (int j = i; j > 0 && sh.top[j] > sh.top[j - 1]; --j) {
+        const unsigned long long k = sh.top[j];
+        sh.top[j] = sh.top[j - 1];
+        sh.top[j - 1] = k;
+      }
+    for (int i = 0; i < m; ++i) {
+      const float v = key_value(static_cast<uint32_t>(sh.top[i] >> 32));
+      o->top_token[i] = static_cast<int32_t>(~static_cast<uint32_t>(sh.top[i]));
+      o->top_logprob[i] = static_cast<float>(static_cast<double>(v) - log_z);
+    }
+    o->n_top = m;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    sample_select_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const float* work, int64_t stride,
+                         SampleOut* out, PhiloxConstants philox) {
+  pdl_begin();
+  __shared__ Shared sh;
+  const int64_t r = blockIdx.x;
+  const SampleRowSpec sp = specs[r];
+  if (sp.flags & kRowSkip) return;
+  SampleOut* o = out + r;
+  // The row's context lives in shared memory (read by every pass; registers stay free), written by
+  // thread 0 between barriers.
+  __shared__ RowCtx ctx;
+  RowCtx& c = ctx;
+  if (threadIdx.x == 0) {
+    c = RowCtx{};
+    c.raw = logits + r * vocab;
+    c.work = (sp.flags & kRowProcessed) ? work + r * stride : c.raw;
+    c.vocab = vocab;
+  }
+  __syncthreads();
+
+  // sample_row's first check: a NaN or +inf logit anywhere in the row.
+  int64_t bad = vocab;
+  for_each_token_vec(c.raw, vocab, [&](int64_t t, float x) {
+    if (!(x < pos_inf()) && t < bad) bad = t;
+  });
+  bad = block_min_i64(bad, sh);
+  if (bad < vocab) {
+    if (threadIdx.x == 0) {
+      o->token = kSampleBadLogit;
+      o->bad_index = static_cast<int32_t>(bad);
+      o->bad_value = c.raw[bad];
+    }
+    return;
+  }
+
+  // The processed row's range, finite count and argmax.
+  float mx = neg_inf(), mn = pos_inf(), best = neg_inf();
+  int64_t finite = 0, best_id = INT64_MAX;
+  for_each_token_vec(c.work, vocab, [&](int64_t t, float x) {
+    if (x > neg_inf()) {
+      mx = fmaxf(mx, x);
+      mn = fminf(mn, x);
+      ++finite;
+    }
+    if (x > best || (x == best && t < best_id)) {
+      best = x;
+      best_id = t;
+    }
+  });
+  const float2 range = block_max_min(mx, mn, sh);
+  finite = block_sum_i64(finite, sh);
+  const int64_t argmax = block_argmax(best, best_id, sh);
+  if (finite == 0) {
+    if (threadIdx.x == 0) o->token = kSampleNoToken;
+    return;
+  }
+  if (threadIdx.x == 0) {
+    c.max = range.x;
+    c.min = range.y;
+  }
+  __syncthreads();
+
+  int64_t token = argmax;
+  const bool greedy = sp.temperature == 0.0f;
+  if (!greedy) {
+    if (threadIdx.x == 0) {
+      c.temperature = sp.temperature;
+      c.inv_t = __fdiv_rn(1.0f, sp.temperature);
+      c.use_inv = isfinite(c.inv_t);
+    }
+    __syncthreads();
+    if (sp.top_k > 0 && sp.top_k < finite) {
+      const Cut k = select_prefix(TopKSet{c}, vocab, false, sp.top_k, 0.0f, c.min, c.max, sh);
+      if (threadIdx.x == 0) c.top_k = k;
+      __syncthreads();
+    }
+    if (sp.top_p < 1.0f) {
+      const Cut p = select_prefix(TopPSet{c}, vocab, true, 0, sp.top_p, c.min, c.max, sh);
+      if (threadIdx.x == 0) c.top_p = p;
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) c.min_p = sp.min_p;
+    __syncthreads();
+    const unsigned long long bits = philox_bits53(sp.seed_lo, sp.seed_hi, sp.completion, sp.position, philox);
+    const int64_t drawn = ordered_find(
+        c.work, vocab, DrawSet{c}, [bits](unsigned long long total) { return scale_draw(bits, total); }, sh);
+    if (drawn >= 0) token = drawn;  // (the best token always survives with mass 2^40)
+  }
+  if (threadIdx.x == 0) o->token = static_cast<int32_t>(token);
+  if (sp.logprobs < 0) return;
+  const LogprobSource source = (sp.flags & kRowRawLogprobs) ? LogprobSource::kRaw
+                               : greedy                     ? LogprobSource::kGreedy
+                                                            : LogprobSource::kSampled;
+  write_logprobs(c, source, token, sp.logprobs, o, sh);
+}
+
+__global__ void sample_uniform_bits_kernel(const uint32_t* keys, int64_t n, PhiloxConstants philox, uint64_t* bits) {
+  pdl_begin();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const uint32_t* k = keys + 4 * i;
+  bits[i] = philox_bits53(k[0], k[1], k[2], k[3], philox);
+}
+
+}  // namespace
+
+int64_t sample_work_stride(int64_t vocab) { return (vocab + 3) / 4 * 4; }
+
+cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
+                        const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s) {
+  if (rows <= 0 || vocab <= 0) return cudaSuccess;
+  const int64_t chunks = (vocab + kPrepChunk - 1) / kPrepChunk;
+  if (vocab > kMaxSampleVocab || rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
+  const int64_t stride = sample_work_stride(vocab);
+  cudaError_t e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
+      logits, vocab, specs, edits, mask_words, work, stride);
+  if (e != cudaSuccess) return e;
+  e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(
+      logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+cudaError_t sample_uniform_bits(const uint32_t* keys, int64_t n, const PhiloxConstants& philox, uint64_t* bits, Stream s) {
+  if (n <= 0) return cudaSuccess;
+  const cudaError_t e = launch(sample_uniform_bits_kernel, dim3(blocks_for(n, 256)), dim3(256), 0, s)(keys, n, philox, bits);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::kernels

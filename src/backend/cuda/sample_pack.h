@@ -1,0 +1,62 @@
+// The host side of sampling on the device (CudaDevice::sample_rows, sampling.cpp): each RowSampling packed for the
+// kernels of kernels/sampling.h (a row spec, the sorted edits of steps 2-5, the grammar mask) into
+// one page-locked upload, and the kernels' results unpacked into what sample_row returns.
+#pragma once
+
+#include "backend/row_sampling.h"
+#include "sampling.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace deepinfer {
+
+class SamplePack {
+ public:
+  SamplePack() = default;
+  SamplePack(const SamplePack&) = delete;
+  SamplePack& operator=(const SamplePack&) = delete;
+  ~SamplePack();
+
+  // Packs `rows` of `vocab` logits. A row that sample_row rejects before it looks at the logits gets
+  // its error here (and is skipped by the kernels); one it rejects after the NaN check (a bitmask of
+  // the wrong size) gets it unless the device finds a NaN or +inf. Fails only where page-locked
+  // memory runs out. Call only once the previous results have been read (the buffers are reused).
+  Result<void> pack(std::span<const RowSampling> rows, int64_t vocab);
+
+  // The upload (specs, then edits, then mask words, at these byte offsets) and the results' buffer.
+  const void* upload() const { return in_; }
+  size_t upload_bytes() const { return in_used_; }
+  size_t edits_offset() const { return edits_at_; }
+  size_t masks_offset() const { return masks_at_; }
+  kernels::SampleOut* results() { return static_cast<kernels::SampleOut*>(out_); }
+  size_t results_bytes() const { return notes_.size() * sizeof(kernels::SampleOut); }
+
+  // out[i]: row i's result from results().
+  void unpack(std::vector<Result<SampleResult>>& out) const;
+
+ private:
+  struct RowNote {
+    std::optional<Error> now;       // the row was not sampled
+    std::optional<Error> deferred;  // unless the row holds a NaN or +inf
+    int32_t position = 0;           // tokens generated so far (messages)
+    bool logprobs = false;
+  };
+
+  Result<void> reserve(void*& buffer, size_t& capacity, size_t bytes, const char* what);
+  void add_edits(const RowSampling& row);
+
+  int64_t vocab_ = 0;
+  std::vector<kernels::SampleRowSpec> specs_;
+  std::vector<kernels::SampleEdit> edits_;
+  std::vector<RowNote> notes_;
+  void* in_ = nullptr;  // page-locked
+  size_t in_capacity_ = 0, in_used_ = 0, edits_at_ = 0, masks_at_ = 0;
+  void* out_ = nullptr;  // page-locked SampleOut
+  size_t out_capacity_ = 0;
+};
+
+}  // namespace deepinfer
