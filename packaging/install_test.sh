@@ -102,10 +102,11 @@ in_root apt-get update -qq
 in_root sh -c 'apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends /tmp/debs/*.deb' | grep -E '^(Setting up|Unpacking) ' | grep -i deepinfer
 in_root dpkg-query -W 'libdeepinfer*' deepinfer 'deepinfer-*' python3-deepinfer
 
-# The sources of the tests only (no build output): consumers, the ABI's C program, the SDKs.
+# The sources of the tests only (no build output): consumers, the ABI's C program, the SDKs, and the
+# header and symbol list the Rust SDK's declarations are checked against (beside the installed header).
 src=$root/src
 mkdir -p "$src"
-(git ls-files -z tests/install tests/capi/abi_c99.c capi/exported_symbols.txt bindings/python/tests \
+(git ls-files -z tests/install tests/capi/abi_c99.c capi/exported_symbols.txt capi/include/deepinfer.h bindings/python/tests \
    bindings/python/README.md bindings/rust bindings/go | tar --null -T - -cf -) | tar -xf - -C "$src"
 
 check() { echo "== $1"; shift; in_root bash -euo pipefail -c "$*"; }

@@ -263,7 +263,7 @@ class CpuBackend final : public Backend {
   Result<void> sample_rows(Tensor logits, std::span<const RowSampling> rows, std::vector<Result<SampleResult>>& out) override {
     out.clear();
     DI_TRYV(check_row_count(logits.rows, rows.size()));
-    sample_rows_on_host(logits.data, logits.cols, rows, out, &pool_);
+    sample_rows_on_host(logits.data, logits.cols, rows, out, pool_.get());
     return ok();
   }
 
