@@ -62,7 +62,7 @@ void check_against_sample_row(Backend& be, const std::vector<SamplingCase>& case
 }
 
 TEST(CpuSampleRows, EqualsSampleRowForEveryFeature) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   for (int64_t vocab : {int64_t(1000), int64_t(129280)}) {
     for (RowShape shape : {RowShape::kPeaked, RowShape::kFlat, RowShape::kTies}) {
       const std::vector<SamplingCase> cases = feature_cases(vocab, 17 + static_cast<uint32_t>(shape));
@@ -74,7 +74,7 @@ TEST(CpuSampleRows, EqualsSampleRowForEveryFeature) {
 }
 
 TEST(CpuSampleRows, ErrorsOfOneRowLeaveTheOthers) {
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   const int64_t vocab = 300;
   std::vector<SamplingCase> cases = feature_cases(vocab, 5);
   cases.erase(cases.begin() + 6, cases.end());
@@ -91,7 +91,7 @@ TEST(CpuSampleRows, ErrorsOfOneRowLeaveTheOthers) {
 }
 
 TEST(CpuSampleRows, RowsMustMatchTheLogits) {
-  auto be = make_cpu_backend(1);
+  auto be = make_cpu_backend(1).value();
   ASSERT_TRUE(be->begin_forward(ForwardBatch{}));
   Tensor x = be->scratch(2, 16);
   const std::vector<SamplingCase> cases = feature_cases(16, 3);

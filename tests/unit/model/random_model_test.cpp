@@ -151,7 +151,7 @@ TEST(RandomModel, GreedyStepsReturnTheArgmaxOfTheLogits) {
 TEST(RandomModel, SamplesTheLogitsWhereTheyAre) {
   // forward_logits leaves the rows on the backend; sample_rows there gives what sample_row gives on
   // forward's copies of the same rows.
-  auto be = make_cpu_backend(2);
+  auto be = make_cpu_backend(2).value();
   auto model = DeepseekV4::random(demo_config(), *be, 13);
   ASSERT_TRUE(model);
   DeepseekV4& m = *model.value();
