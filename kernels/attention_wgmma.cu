@@ -112,14 +112,6 @@ __device__ __forceinline__ float query_inv(const float* qss, int h, float eps) {
   return 1.0f / sqrtf((qss[h] + qss[64 + h]) / static_cast<float>(kHd) + eps);
 }
 
-#if defined(DI_WGMMA)
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {  // results of the products land here, not earlier
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-#endif
-
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb,
                                                                           KeyTableDev t,
                                                                           const float* __restrict__ sinks,
