@@ -174,6 +174,44 @@ __device__ __forceinline__ void add_pv(float (&o)[128], uint32_t (&pf)[4][4], co
 
 #endif
 
+// This warpgroup's half of item `item`'s bf16 query heads into Qs by cp.async (zeros past the heads);
+// thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
+__device__ __forceinline__ void issue_query_copies(unsigned char* Qs, const __nv_bfloat16* qb, int64_t item, int groups, int heads, int wg,
+                                                   int wt) {
+  const int64_t r = item / groups;
+  const int h0 = static_cast<int>(item % groups) * kHeads, nh = min(kHeads, heads - h0);
+  const __nv_bfloat16* qrow = qb + (r * heads + h0) * kHd + 256 * wg;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    cp_async16(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7),
+               h < nh ? static_cast<const void*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : static_cast<const void*>(qb), h < nh);
+  }
+  cp_async_commit();
+}
+
+// This warpgroup's half of the block's n-th key tile (64 keys x 32 chunks of 16 B; rows from kp slot
+// n % 3, null: zeros) into key buffer n & 1 by cp.async.
+__device__ __forceinline__ void issue_key_copies(unsigned char* Ks, const __nv_bfloat16* const* kp, const void* kv, int64_t n, int wg,
+                                                 int wt) {
+  const __nv_bfloat16* const* ptr = kp + (n % 3) * kKeys;
+  unsigned char* dst = Ks + (n & 1) * kTileBytes + 4 * wg * kAtom;
+#pragma unroll
+  for (int u = 0; u < kKeys * 32 / 128; ++u) {
+    const int idx = u * 128 + wt, key = idx >> 5, c = idx & 31;
+    const __nv_bfloat16* src = ptr[key];
+    cp_async16(dst + (c >> 3) * kAtom + swizzle128(key, c & 7), src ? static_cast<const void*>(src + 256 * wg + 8 * c) : kv,
+               src != nullptr);
+  }
+  cp_async_commit();
+}
+
+// This warpgroup's half of S into its exchange slots (the other warpgroup adds it to its half).
+__device__ __forceinline__ void store_half(float4* mine, const float (&s)[32], int wt) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+}
+
 // The bf16 query staged in Qs (this warpgroup's half) rotated in place (rotate_query).
 __device__ __forceinline__ void rotate_staged_query(uint4 (&v)[16], unsigned char* Qs, const QueryNorm& qn, const int32_t* positions,
                                                     int64_t r, int wg, int wt, float* qss) {
@@ -236,17 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
 
   // This warpgroup's half of a bf16 query row's heads into Qs by cp.async (zeros past the heads);
   // thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
-  auto issue_query = [&](int64_t item) {
-    const int64_t r = item / groups;
-    const int h0 = static_cast<int>(item % groups) * kHeads, nh = min(kHeads, heads - h0);
-    const __nv_bfloat16* qrow = qb + (r * heads + h0) * kHd + 256 * wg;
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-      cp_async16(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7), h < nh ? static_cast<const void*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : static_cast<const void*>(qb), h < nh);
-    }
-    cp_async_commit();
-  };
+  auto issue_query = [&](int64_t item) { issue_query_copies(Qs, qb, item, groups, heads, wg, wt); };
 
   // The block walks items (row, group of 64 heads) blockIdx.x, + gridDim.x, ...; `walked` counts the
   // key tiles of its earlier items (tile i of an item sits in buffer (walked + i) & 1, its rows in
@@ -271,17 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
         if (lane == 0) kvalid[((walked + tile) % 3) * 2 + (tid >> 5)] = bits;
       }
     };
-    auto issue = [&](int64_t tile) {  // this warpgroup's half of a tile: 64 keys x 32 chunks of 16 B
-      const __nv_bfloat16* const* ptr = kp + ((walked + tile) % 3) * kKeys;
-      unsigned char* dst = Ks + ((walked + tile) & 1) * kTileBytes + 4 * wg * kAtom;
-#pragma unroll
-      for (int u = 0; u < kKeys * 32 / 128; ++u) {
-        const int idx = u * 128 + wt, key = idx >> 5, c = idx & 31;
-        const __nv_bfloat16* src = ptr[key];
-        cp_async16(dst + (c >> 3) * kAtom + swizzle128(key, c & 7), src ? static_cast<const void*>(src + 256 * wg + 8 * c) : static_cast<const void*>(t.kv), src != nullptr);
-      }
-      cp_async_commit();
-    };
+    auto issue = [&](int64_t tile) { issue_key_copies(Ks, kp, t.kv, walked + tile, wg, wt); };
 
     place(0, fetch(0));
     place(1, fetch(1));
@@ -331,9 +349,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       wgmma_wait<0>();
       fence_operands(s);
       place(tile + 2, w_ahead);  // (its slot was last read before this iteration's first barrier)
-      float4* mine = exch + wg * kExchFloat4;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+      store_half(exch + wg * kExchFloat4, s, wt);
       __syncthreads();  // both halves written (and both warpgroups' products read Qs for the last time this tile)
       if (tile == n_tiles - 1 && qb && item + gridDim.x < items) {  // the next item's query, behind this tile's softmax and P V
         issue_query(item + gridDim.x);
