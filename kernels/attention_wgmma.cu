@@ -172,8 +172,6 @@ __device__ __forceinline__ void add_pv(float (&o)[128], uint32_t (&pf)[4][4], co
   fence_operands(o);
 }
 
-#endif
-
 // This warpgroup's half of item `item`'s bf16 query heads into Qs by cp.async (zeros past the heads);
 // thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
 __device__ __forceinline__ void issue_query_copies(unsigned char* Qs, const __nv_bfloat16* qb, int64_t item, int groups, int heads, int wg,
@@ -248,6 +246,8 @@ __device__ __forceinline__ void stage_query_f32(float4 (&v)[32], unsigned char* 
     *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
   }
 }
+
+#endif
 
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb,
                                                                           KeyTableDev t,

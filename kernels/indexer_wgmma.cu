@@ -24,6 +24,7 @@ constexpr size_t smem_bytes() {
          sizeof(const __nv_bfloat16*) * kTile;
 }
 
+#if defined(DI_WGMMA)
 // The block's head weights, ws[kHeads j + h] for its row j, with 1 / sqrt(heads) and 1 / sqrt(dim)
 // folded in (0 past the heads and the rows).
 template <int kCols>
@@ -67,7 +68,6 @@ __device__ __forceinline__ void stage_query_row(unsigned char* Qs, const float* 
   }
 }
 
-#if defined(DI_WGMMA)
 // The key tile e0 .. + kTile of table sequence `seq` (kvis keys) into Ks: the key rows into kp (null
 // past the keys), then 64 keys x dim by cp.async into the swizzled layout. On return the tile has
 // landed for the whole block, visible to the tensor cores.
