@@ -113,11 +113,140 @@ __device__ __forceinline__ float query_inv(const float* qss, int h, float eps) {
 }
 
 #if defined(DI_WGMMA)
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {  // results of the products land here, not earlier
+// Issues this warpgroup's half of S = Q K^T for the key tile at shared address kt (16 m64n64k16
+// products over its 256 dims; K-major operands); the caller waits for them.
+__device__ __forceinline__ void issue_scores(float (&s)[32], uint32_t q_addr, uint32_t kt, int wg) {
+  wgmma_fence();
 #pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int ks = 0; ks < 16; ++ks) {
+    const uint32_t col = (4 * wg + (ks >> 2)) * kAtom + (ks & 3) * 32;
+    wgmma_m64n64k16_ss(s, smem_desc(q_addr + col, 16, 1024), smem_desc(kt + col, 16, 1024), ks > 0);
+  }
+  wgmma_commit();
 }
+
+// Rows g, g + 8 of S (of this warp's 16 heads) scaled, -inf where the key is masked (vk: the tile's
+// validity bits): this thread's keys are 8 j + 2 t4 + {0, 1} (sa[2 j + e], sb[2 j + e] from the
+// accumulator's n8 tile j).
+__device__ __forceinline__ void masked_scores(float (&sa)[16], float (&sb)[16], const float (&s)[32], const uint32_t* vk, float scale_a,
+                                              float scale_b, int t4) {
+  const uint64_t valid_keys = (static_cast<uint64_t>(vk[1]) << 32 | vk[0]) >> (2 * t4);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool valid = (valid_keys >> (8 * j + e)) & 1;
+      sa[2 * j + e] = valid ? s[4 * j + e] * scale_a : -INFINITY;
+      sb[2 * j + e] = valid ? s[4 * j + 2 + e] * scale_b : -INFINITY;
+    }
+}
+
+// O's rows g (corr.x) and g + 8 (corr.y) rescaled after their maxima moved.
+__device__ __forceinline__ void rescale_output(float (&o)[128], float2 corr) {
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    o[4 * j] *= corr.x;
+    o[4 * j + 1] *= corr.x;
+    o[4 * j + 2] *= corr.y;
+    o[4 * j + 3] *= corr.y;
+  }
+}
+
+// O += P V for the tile at kt (this warpgroup's 256 dims, V = the key tile read N-major): keys
+// 16 kk .. +16 are S's column tiles 2 kk and 2 kk + 1 (the A fragment layout, packed into pf).
+__device__ __forceinline__ void add_pv(float (&o)[128], uint32_t (&pf)[4][4], const float (&sa)[16], const float (&sb)[16], uint32_t kt,
+                                       int wg) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    pf[kk][0] = pack_bf16(sa[4 * kk], sa[4 * kk + 1]);
+    pf[kk][1] = pack_bf16(sb[4 * kk], sb[4 * kk + 1]);
+    pf[kk][2] = pack_bf16(sa[4 * kk + 2], sa[4 * kk + 3]);
+    pf[kk][3] = pack_bf16(sb[4 * kk + 2], sb[4 * kk + 3]);
+  }
+  fence_operands(o);  // the rescale stays before the fence (an accumulator written inside the stage serializes it)
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs_nmajor(o, pf[kk], smem_desc(kt + 4 * wg * kAtom + kk * 2048, kAtom, 1024));
+  wgmma_commit();
+  wgmma_wait<0>();  // (left in flight across the loop's back edge, ptxas serializes every product)
+  fence_operands(o);
+}
+
+// This warpgroup's half of item `item`'s bf16 query heads into Qs by cp.async (zeros past the heads);
+// thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
+__device__ __forceinline__ void issue_query_copies(unsigned char* Qs, const __nv_bfloat16* qb, int64_t item, int groups, int heads, int wg,
+                                                   int wt) {
+  const int64_t r = item / groups;
+  const int h0 = static_cast<int>(item % groups) * kHeads, nh = min(kHeads, heads - h0);
+  const __nv_bfloat16* qrow = qb + (r * heads + h0) * kHd + 256 * wg;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    cp_async16(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7),
+               h < nh ? static_cast<const void*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : static_cast<const void*>(qb), h < nh);
+  }
+  cp_async_commit();
+}
+
+// This warpgroup's half of the block's n-th key tile (64 keys x 32 chunks of 16 B; rows from kp slot
+// n % 3, null: zeros) into key buffer n & 1 by cp.async.
+__device__ __forceinline__ void issue_key_copies(unsigned char* Ks, const __nv_bfloat16* const* kp, const void* kv, int64_t n, int wg,
+                                                 int wt) {
+  const __nv_bfloat16* const* ptr = kp + (n % 3) * kKeys;
+  unsigned char* dst = Ks + (n & 1) * kTileBytes + 4 * wg * kAtom;
+#pragma unroll
+  for (int u = 0; u < kKeys * 32 / 128; ++u) {
+    const int idx = u * 128 + wt, key = idx >> 5, c = idx & 31;
+    const __nv_bfloat16* src = ptr[key];
+    cp_async16(dst + (c >> 3) * kAtom + swizzle128(key, c & 7), src ? static_cast<const void*>(src + 256 * wg + 8 * c) : kv,
+               src != nullptr);
+  }
+  cp_async_commit();
+}
+
+// This warpgroup's half of S into its exchange slots (the other warpgroup adds it to its half).
+__device__ __forceinline__ void store_half(float4* mine, const float (&s)[32], int wt) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+}
+
+// The bf16 query staged in Qs (this warpgroup's half) rotated in place (rotate_query).
+__device__ __forceinline__ void rotate_staged_query(uint4 (&v)[16], unsigned char* Qs, const QueryNorm& qn, const int32_t* positions,
+                                                    int64_t r, int wg, int wt, float* qss) {
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    v[u] = *reinterpret_cast<const uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7));
+  }
+  rotate_query(v, qn, positions[r], wg, wt, qss);
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = v[u];
+  }
+}
+
+// This warpgroup's half of the fp32 query heads h0 .. of row r into Qs, rounded to bf16 (zeros past
+// the heads): all 32 loads of a thread at once (one round of latency).
+__device__ __forceinline__ void stage_query_f32(float4 (&v)[32], unsigned char* Qs, const float* q, int64_t r, int heads, int h0, int nh,
+                                                int wg, int wt) {
+  const float* qrow = q + (r * heads + h0) * kHd + 256 * wg;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    const float* src = qrow + static_cast<int64_t>(h) * kHd + 8 * c;
+    v[2 * u] = h < nh ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+    v[2 * u + 1] = h < nh ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
+    const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
+                                    pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
+    *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
+  }
+}
+
 #endif
 
 __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb,
@@ -145,17 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
 
   // This warpgroup's half of a bf16 query row's heads into Qs by cp.async (zeros past the heads);
   // thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
-  auto issue_query = [&](int64_t item) {
-    const int64_t r = item / groups;
-    const int h0 = static_cast<int>(item % groups) * kHeads, nh = min(kHeads, heads - h0);
-    const __nv_bfloat16* qrow = qb + (r * heads + h0) * kHd + 256 * wg;
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-      cp_async16(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7), h < nh ? static_cast<const void*>(qrow + static_cast<int64_t>(h) * kHd + 8 * c) : static_cast<const void*>(qb), h < nh);
-    }
-    cp_async_commit();
-  };
+  auto issue_query = [&](int64_t item) { issue_query_copies(Qs, qb, item, groups, heads, wg, wt); };
 
   // The block walks items (row, group of 64 heads) blockIdx.x, + gridDim.x, ...; `walked` counts the
   // key tiles of its earlier items (tile i of an item sits in buffer (walked + i) & 1, its rows in
@@ -180,17 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
         if (lane == 0) kvalid[((walked + tile) % 3) * 2 + (tid >> 5)] = bits;
       }
     };
-    auto issue = [&](int64_t tile) {  // this warpgroup's half of a tile: 64 keys x 32 chunks of 16 B
-      const __nv_bfloat16* const* ptr = kp + ((walked + tile) % 3) * kKeys;
-      unsigned char* dst = Ks + ((walked + tile) & 1) * kTileBytes + 4 * wg * kAtom;
-#pragma unroll
-      for (int u = 0; u < kKeys * 32 / 128; ++u) {
-        const int idx = u * 128 + wt, key = idx >> 5, c = idx & 31;
-        const __nv_bfloat16* src = ptr[key];
-        cp_async16(dst + (c >> 3) * kAtom + swizzle128(key, c & 7), src ? static_cast<const void*>(src + 256 * wg + 8 * c) : static_cast<const void*>(t.kv), src != nullptr);
-      }
-      cp_async_commit();
-    };
+    auto issue = [&](int64_t tile) { issue_key_copies(Ks, kp, t.kv, walked + tile, wg, wt); };
 
     place(0, fetch(0));
     place(1, fetch(1));
@@ -205,35 +314,11 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
         cp_async_wait<0>();
       if (qn.eps >= 0.0f) {  // rotated in place
         uint4 v[16];
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-          const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-          v[u] = *reinterpret_cast<const uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7));
-        }
-        rotate_query(v, qn, b.positions[r], wg, wt, qss);
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-          const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-          *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = v[u];
-        }
+        rotate_staged_query(v, Qs, qn, b.positions, r, wg, wt, qss);
       }
     } else {  // ... from fp32, rounded here: all 32 loads of a thread at once (one round of latency)
-      const float* qrow = q + (r * heads + h0) * kHd + 256 * wg;
       float4 v[32];
-#pragma unroll
-      for (int u = 0; u < 16; ++u) {
-        const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-        const float* src = qrow + static_cast<int64_t>(h) * kHd + 8 * c;
-        v[2 * u] = h < nh ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
-        v[2 * u + 1] = h < nh ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 16; ++u) {
-        const int idx = u * 128 + wt, h = idx >> 5, c = idx & 31;
-        const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
-                                        pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
-        *reinterpret_cast<uint4*>(Qs + (4 * wg + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
-      }
+      stage_query_f32(v, Qs, q, r, heads, h0, nh, wg, wt);
     }
 
     // The softmax scale of this thread's rows (heads ha, ha + 8), times each head's 1 / rms when the
@@ -259,20 +344,12 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       const int32_t w_ahead = fetch(tile + 2);  // (its load overlaps the products below)
       float s[32];  // this warpgroup's half of S: 64 heads x 64 keys over its 256 dims
       const uint32_t kt = k_addr + static_cast<uint32_t>((walked + tile) & 1) * kTileBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 16; ++ks) {
-        const uint32_t col = (4 * wg + (ks >> 2)) * kAtom + (ks & 3) * 32;
-        wgmma_m64n64k16_ss(s, smem_desc(q_addr + col, 16, 1024), smem_desc(kt + col, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
+      issue_scores(s, q_addr, kt, wg);
       if (tile + 1 < n_tiles) issue(tile + 1);  // while the tensor cores work: the next tile into the other buffer
       wgmma_wait<0>();
       fence_operands(s);
       place(tile + 2, w_ahead);  // (its slot was last read before this iteration's first barrier)
-      float4* mine = exch + wg * kExchFloat4;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+      store_half(exch + wg * kExchFloat4, s, wt);
       __syncthreads();  // both halves written (and both warpgroups' products read Qs for the last time this tile)
       if (tile == n_tiles - 1 && qb && item + gridDim.x < items) {  // the next item's query, behind this tile's softmax and P V
         issue_query(item + gridDim.x);
@@ -287,44 +364,13 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
 
       // Online softmax of rows g, g + 8 (of this warp's 16 heads): this thread's keys are 8 j + 2 t4 + {0, 1}
       // (sa[2 j + e], sb[2 j + e] from the accumulator's n8 tile j).
-      const uint32_t* vk = kvalid + ((walked + tile) % 3) * 2;
-      const uint64_t valid_keys = (static_cast<uint64_t>(vk[1]) << 32 | vk[0]) >> (2 * t4);
       float sa[16], sb[16];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const bool valid = (valid_keys >> (8 * j + e)) & 1;
-          sa[2 * j + e] = valid ? s[4 * j + e] * scale_a : -INFINITY;
-          sb[2 * j + e] = valid ? s[4 * j + 2 + e] * scale_b : -INFINITY;
-        }
+      masked_scores(sa, sb, s, kvalid + ((walked + tile) % 3) * 2, scale_a, scale_b, t4);
       const float2 corr = online_softmax_step(sa, sb, m_a, m_b, l_a, l_b);
-      if (__any_sync(kFull, corr.x != 1.0f || corr.y != 1.0f)) {  // (once the maxima settle, most tiles skip this)
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[4 * j] *= corr.x;
-          o[4 * j + 1] *= corr.x;
-          o[4 * j + 2] *= corr.y;
-          o[4 * j + 3] *= corr.y;
-        }
-      }
+      if (__any_sync(kFull, corr.x != 1.0f || corr.y != 1.0f)) rescale_output(o, corr);  // (once the maxima settle, most tiles skip this)
       // O += P V: keys 16 kk .. +16 are S's column tiles 2 kk and 2 kk + 1 (the A fragment layout).
       uint32_t pf[4][4];
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        pf[kk][0] = pack_bf16(sa[4 * kk], sa[4 * kk + 1]);
-        pf[kk][1] = pack_bf16(sb[4 * kk], sb[4 * kk + 1]);
-        pf[kk][2] = pack_bf16(sa[4 * kk + 2], sa[4 * kk + 3]);
-        pf[kk][3] = pack_bf16(sb[4 * kk + 2], sb[4 * kk + 3]);
-      }
-      fence_operands(o);  // the rescale stays before the fence (an accumulator written inside the stage serializes it)
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n256k16_rs_nmajor(o, pf[kk], smem_desc(kt + 4 * wg * kAtom + kk * 2048, kAtom, 1024));
-      wgmma_commit();
-      wgmma_wait<0>();  // (left in flight across the loop's back edge, ptxas serializes every product)
-      fence_operands(o);
+      add_pv(o, pf, sa, sb, kt, wg);
     }
 
     l_a += __shfl_xor_sync(kFull, l_a, 1);

@@ -24,6 +24,92 @@ constexpr size_t smem_bytes() {
          sizeof(const __nv_bfloat16*) * kTile;
 }
 
+#if defined(DI_WGMMA)
+// The block's head weights, ws[kHeads j + h] for its row j, with 1 / sqrt(heads) and 1 / sqrt(dim)
+// folded in (0 past the heads and the rows).
+template <int kCols>
+__device__ __forceinline__ void load_head_weights(float* ws, const float* __restrict__ weights, int heads, int64_t row_begin, int64_t i0,
+                                                  int64_t n_rows, int tid) {
+  constexpr int dim = kCols * 64;
+  for (int i = tid; i < kRows * kHeads; i += kThreads) {
+    const int j = i / kHeads, h = i % kHeads;
+    ws[i] = h < heads && i0 + j < n_rows
+                ? weights[(row_begin + i0 + j) * heads + h] / sqrtf(static_cast<float>(heads)) / sqrtf(static_cast<float>(dim))
+                : 0.0f;
+  }
+}
+
+// Warpgroup wg's query row `row` (its 64 heads x dim) to bf16 into its kCols column blocks of Qs (zeros
+// past the heads, or for a row past the launch's), every load of a thread in flight at once. (The row's
+// address is formed here, next to its loads: so the compiler folds it as it did inside the kernel.)
+template <int kCols>
+__device__ __forceinline__ void stage_query_row(unsigned char* Qs, const float* q, int64_t row, int heads, bool row_valid, int wg, int wt) {
+  constexpr int dim = kCols * 64;
+  const float* qrow = q + row * heads * dim;
+  constexpr int kChunks = kHeads * kCols * 8 / 128, kBatch = 4;  // 16-byte bf16 chunks a thread, 4 at a time
+#pragma unroll
+  for (int u0 = 0; u0 < kChunks; u0 += kBatch) {
+    float4 v[2 * kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = (u0 + u) * 128 + wt, h = idx / (kCols * 8), c = idx % (kCols * 8);
+      const bool live = row_valid && h < heads;
+      const float* src = qrow + static_cast<int64_t>(h) * dim + 8 * c;
+      v[2 * u] = live ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
+      v[2 * u + 1] = live ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int idx = (u0 + u) * 128 + wt, h = idx / (kCols * 8), c = idx % (kCols * 8);
+      const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
+                                      pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
+      *reinterpret_cast<uint4*>(Qs + (wg * kCols + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
+    }
+  }
+}
+
+// The key tile e0 .. + kTile of table sequence `seq` (kvis keys) into Ks: the key rows into kp (null
+// past the keys), then 64 keys x dim by cp.async into the swizzled layout. On return the tile has
+// landed for the whole block, visible to the tensor cores.
+template <int kCols>
+__device__ __forceinline__ void load_key_tile(unsigned char* Ks, const __nv_bfloat16** kp, const __nv_bfloat16* table,
+                                              const int32_t* seq_first, int32_t seq, int64_t e0, int32_t kvis, int tid) {
+  constexpr int dim = kCols * 64;
+  __syncthreads();  // the previous tile's readers are done with kp, Ks and part
+  if (tid < kTile) {
+    const int64_t e = e0 + tid;
+    kp[tid] = e < kvis ? table + (static_cast<int64_t>(seq_first[seq]) + e) * dim : nullptr;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < kTile * kCols * 8 / kThreads; ++u) {  // 64 keys x dim: 16-byte chunks into the swizzled tile
+    const int idx = u * kThreads + tid, key = idx / (kCols * 8), c = idx % (kCols * 8);
+    const __nv_bfloat16* src = kp[key];
+    cp_async16(Ks + (c >> 3) * kAtom + swizzle128(key, c & 7),
+               src ? static_cast<const void*>(src + 8 * c) : static_cast<const void*>(table), src != nullptr);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();  // the tile has landed (everyone's copies)
+}
+
+// Warpgroup wg's S = Q K^T over the landed key tile (m64n64k16 products; s in the accumulator layout:
+// heads 16 warp + g, + 8, keys 8 j + 2 t4 + {0, 1} of n8 tile j).
+template <int kCols>
+__device__ __forceinline__ void tile_products(float (&s)[32], uint32_t q_addr, uint32_t k_addr, int wg) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kCols * 4; ++ks) {
+    const uint32_t col = (ks >> 2) * kAtom + (ks & 3) * 32;
+    wgmma_m64n64k16_ss(s, smem_desc(q_addr + wg * kCols * kAtom + col, 16, 1024), smem_desc(k_addr + col, 16, 1024), ks > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(s);
+}
+#endif
+
 template <int kCols>
 __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const float* __restrict__ q, const float* __restrict__ weights,
                                                                        int heads, int64_t row_begin, int64_t n_rows, BatchDev b, LayerDev L,
@@ -31,7 +117,6 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const
                                                                        int64_t ld) {
   pdl_begin();
 #if defined(DI_WGMMA)
-  constexpr int dim = kCols * 64;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* Qs = smem_raw + ((1024 - (raw & 1023)) & 1023);  // [kRows][kCols column blocks][64 heads x 128 B]
@@ -50,35 +135,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const
   const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   const bool row_valid = i0 + wg < n_rows;
 
-  for (int i = tid; i < kRows * kHeads; i += kThreads) {
-    const int j = i / kHeads, h = i % kHeads;
-    ws[i] = h < heads && i0 + j < n_rows
-                ? weights[(row_begin + i0 + j) * heads + h] / sqrtf(static_cast<float>(heads)) / sqrtf(static_cast<float>(dim))
-                : 0.0f;
-  }
-  {  // this warpgroup's row: 64 heads x dim to bf16, every load of a thread in flight at once
-    const float* qrow = q + (row_begin + i0 + wg) * heads * dim;
-    constexpr int kChunks = kHeads * kCols * 8 / 128, kBatch = 4;  // 16-byte bf16 chunks a thread, 4 at a time
-#pragma unroll
-    for (int u0 = 0; u0 < kChunks; u0 += kBatch) {
-      float4 v[2 * kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = (u0 + u) * 128 + wt, h = idx / (kCols * 8), c = idx % (kCols * 8);
-        const bool live = row_valid && h < heads;
-        const float* src = qrow + static_cast<int64_t>(h) * dim + 8 * c;
-        v[2 * u] = live ? *reinterpret_cast<const float4*>(src) : make_float4(0, 0, 0, 0);
-        v[2 * u + 1] = live ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int idx = (u0 + u) * 128 + wt, h = idx / (kCols * 8), c = idx % (kCols * 8);
-        const uint4 packed = make_uint4(pack_bf16(v[2 * u].x, v[2 * u].y), pack_bf16(v[2 * u].z, v[2 * u].w),
-                                        pack_bf16(v[2 * u + 1].x, v[2 * u + 1].y), pack_bf16(v[2 * u + 1].z, v[2 * u + 1].w));
-        *reinterpret_cast<uint4*>(Qs + (wg * kCols + (c >> 3)) * kAtom + swizzle128(h, c & 7)) = packed;
-      }
-    }
-  }
+  load_head_weights<kCols>(ws, weights, heads, row_begin, i0, n_rows, tid);
+  stage_query_row<kCols>(Qs, q, row_begin + i0 + wg, heads, row_valid, wg, wt);
 
   const auto* table = reinterpret_cast<const __nv_bfloat16*>(t.rows);
   const int passes = shared ? 1 : kRows;
@@ -92,35 +150,10 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(const
         if (j == p) vis_p = vis[j], seq_p = seq[j];
       const int32_t kvis = shared ? vis_max : vis_p;  // the keys of row p's sequence (all rows' when shared)
       if (e0 >= kvis) continue;                      // (uniform over the block)
-      __syncthreads();  // the previous tile's readers are done with kp, Ks and part
-      if (tid < kTile) {
-        const int64_t e = e0 + tid;
-        kp[tid] = e < kvis ? table + (static_cast<int64_t>(t.seq_first[shared ? seq[0] : seq_p]) + e) * dim : nullptr;
-      }
-      __syncthreads();
-#pragma unroll
-      for (int u = 0; u < kTile * kCols * 8 / kThreads; ++u) {  // 64 keys x dim: 16-byte chunks into the swizzled tile
-        const int idx = u * kThreads + tid, key = idx / (kCols * 8), c = idx % (kCols * 8);
-        const __nv_bfloat16* src = kp[key];
-        cp_async16(Ks + (c >> 3) * kAtom + swizzle128(key, c & 7),
-                   src ? static_cast<const void*>(src + 8 * c) : static_cast<const void*>(table), src != nullptr);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // the tile has landed (everyone's copies)
+      load_key_tile<kCols>(Ks, kp, table, t.seq_first, shared ? seq[0] : seq_p, e0, kvis, tid);
       if ((shared || wg == p) && row_valid) {  // (uniform over the warpgroup)
         float s[32];
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kCols * 4; ++ks) {
-          const uint32_t col = (ks >> 2) * kAtom + (ks & 3) * 32;
-          wgmma_m64n64k16_ss(s, smem_desc(q_addr + wg * kCols * kAtom + col, 16, 1024), smem_desc(k_addr + col, 16, 1024), ks > 0);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(s[i])::"memory");  // (the products' results land here)
+        tile_products<kCols>(s, q_addr, k_addr, wg);
         // Heads 16 warp + g, + 8 of the row; keys 8 j + 2 t4 + {0, 1}: the warp's head sum per key.
         const float wa = ws[wg * kHeads + warp * 16 + g], wb = ws[wg * kHeads + warp * 16 + g + 8];
 #pragma unroll

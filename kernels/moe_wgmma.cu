@@ -40,12 +40,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, 
         "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a), "l"(b), "r"(1));  // (accumulate: d starts at zero)
 }
-
-template <int N>
-__device__ __forceinline__ void fence_registers(float (&d)[N]) {  // results of the products land here, not earlier
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 #endif
 
 // grid (column blocks of 64 (kSwiglu) or kCols outputs, tiles): a tile's column blocks are neighbours,
@@ -117,14 +111,14 @@ __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloa
     cp_async_commit();
     const uint32_t a_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + wg * (kOperandBytes / 2);
     const uint32_t b_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + kOperandBytes;
-    fence_registers(acc);
+    fence_operands(acc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kK / 16; ++ks)
       wgmma_m64n128k16_ss(acc, smem_desc(a_addr + ks * 32, 16, 1024), smem_desc(b_addr + ks * 32, 16, 1024));
     wgmma_commit();
     wgmma_wait<0>();  // (left in flight across the back edge, ptxas serializes every product)
-    fence_registers(acc);
+    fence_operands(acc);
   }
 
   // acc[4 i + {0, 1, 2, 3}]: rows 64 wg + 16 warp + g (+ 8 for 2, 3), columns 8 i + 2 t4 (+ 1 for 1, 3)

@@ -36,6 +36,13 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Keeps the compiler from reading or writing a product's registers before wgmma_wait: the results
+// land in them then, not when the asynchronous product is issued.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 // Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to the
 // tensor core's (async proxy) reads; a barrier after it publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
