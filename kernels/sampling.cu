@@ -281,10 +281,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  // sample_row's first check: a NaN or +inf logit anywhere in the row.
+  // sample_row's first check: a logit that is not finite (NaN or either infinity) anywhere in the row.
   int64_t bad = vocab;
   for_each_token_vec(c.raw, vocab, [&](int64_t t, float x) {
-    if (!(x < pos_inf()) && t < bad) bad = t;
+    if (!(fabsf(x) < pos_inf()) && t < bad) bad = t;
   });
   bad = block_min_i64(bad, sh);
   if (bad < vocab) {

@@ -33,10 +33,12 @@ Error model_error(std::string_view what) {
 
 }  // namespace
 
+Error model_logit_error(float value, int64_t token) {
+  return model_error(fmt::format("a logit of {} for token {}", value, token));
+}
+
 Result<void> check_model_logits(std::span<const float> logits) {
-  if (const int64_t bad = first_non_finite(logits); bad >= 0) {
-    return model_error(fmt::format("a logit of {} for token {}", logits[bad], bad));
-  }
+  if (const int64_t bad = first_non_finite(logits); bad >= 0) return model_logit_error(logits[bad], bad);
   return ok();
 }
 

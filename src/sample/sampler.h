@@ -59,5 +59,7 @@ Result<SampleResult> argmax_result(int32_t argmax, const SequenceSamplingState& 
 // A row of logits as the model produced it must be finite: NaN or an infinity comes from broken
 // weights or configuration values, not from the request (Code::kModelFormat naming the token).
 Result<void> check_model_logits(std::span<const float> logits);
+// The error check_model_logits returns for `value` at `token` (also the device sampler's).
+Error model_logit_error(float value, int64_t token);
 
 }  // namespace deepinfer

@@ -167,7 +167,7 @@ void SamplePack::unpack(std::vector<Result<SampleResult>>& out) const {
     }
     const kn::SampleOut& o = static_cast<const kn::SampleOut*>(out_)[r];
     if (o.token == kn::kSampleBadLogit) {
-      out.push_back(make_error(Code::kInternal, "logit of token {} is {}", o.bad_index, o.bad_value));
+      out.push_back(model_logit_error(o.bad_value, o.bad_index));
     } else if (note.deferred) {
       out.push_back(*note.deferred);
     } else if (o.token == kn::kSampleNoToken) {

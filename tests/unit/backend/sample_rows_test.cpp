@@ -80,7 +80,7 @@ TEST(CpuSampleRows, ErrorsOfOneRowLeaveTheOthers) {
   cases.erase(cases.begin() + 6, cases.end());
   std::vector<std::vector<float>> logits;
   for (size_t i = 0; i < cases.size(); ++i) logits.push_back(make_logits(vocab, 50 + static_cast<uint32_t>(i), RowShape::kPeaked));
-  logits[1][17] = std::numeric_limits<float>::quiet_NaN();  // kInternal
+  logits[1][17] = std::numeric_limits<float>::quiet_NaN();  // the model's fault (kModelFormat)
   logits[2][vocab - 1] = std::numeric_limits<float>::infinity();
   cases[3].params.allowed_token_ids = {5};  // ... and the grammar bans 5: no token
   cases[3].mask.assign(bitmask_words(vocab), ~0u);
