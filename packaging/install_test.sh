@@ -108,6 +108,10 @@ src=$root/src
 mkdir -p "$src"
 (git ls-files -z tests/install tests/capi/abi_c99.c capi/exported_symbols.txt capi/include/deepinfer.h bindings/python/tests \
    bindings/python/README.md bindings/rust bindings/go | tar --null -T - -cf -) | tar -xf - -C "$src"
+# The Go example's OpenAI-client test needs npm's `openai` package: the checkout's copy when
+# bindings/go/test.sh installed it there before (a root may not reach the npm registry).
+e2e_modules=bindings/go/examples/openai-server/e2e/node_modules
+if [ -d "$e2e_modules/openai" ]; then cp -r "$e2e_modules" "$src/$e2e_modules"; fi
 
 check() { echo "== $1"; shift; in_root bash -euo pipefail -c "$*"; }
 
