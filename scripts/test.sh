@@ -20,7 +20,7 @@ bindings/go/test.sh build/stage
 echo "== sanitizers: engine lifecycle and batching tests, C ABI behaviour and misuse tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEEPINFER_SANITIZE=ON -DDEEPINFER_CUDA=OFF \
   -DDEEPINFER_BUILD_CLI=OFF -DDEEPINFER_BUILD_BENCH=OFF >/dev/null
-asan_targets=(test_engine abi_test abi_misuse_test abi_queue_test abi_process_test abi_exit)
+asan_targets=(test_engine abi_test abi_sessions_test abi_misuse_test abi_misuse_state_test abi_queue_test abi_process_test abi_exit)
 cmake --build build-asan -j "$jobs" --target "${asan_targets[@]}"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure \
