@@ -59,6 +59,7 @@ void StepSampler::gather(const StepPlan& plan, std::span<float> logits, std::spa
 
 std::span<StepSampler::Draw> StepSampler::sample_on_backend(const StepPlan& plan, Tensor logits, ModelRunner& runner) {
   gather(plan, {}, {});
+  if (draws_.empty()) return draws_;  // a step of prefill chunks only
   // Rows without a draw (a completion that ended) get no parameters: sample_rows skips them with
   // an error nobody reads.
   rows_.assign(static_cast<size_t>(logits.rows), RowSampling{});
