@@ -2,6 +2,8 @@
 
 #include "sample/logprobs.h"
 
+#include <algorithm>
+
 namespace deepinfer {
 
 std::span<StepSampler::Draw> StepSampler::sample(const StepPlan& plan, std::span<float> logits, std::span<const int32_t> best) {
@@ -63,9 +65,11 @@ std::span<StepSampler::Draw> StepSampler::sample_on_backend(const StepPlan& plan
   // Rows without a draw (a completion that ended) get no parameters: sample_rows skips them with
   // an error nobody reads.
   rows_.assign(static_cast<size_t>(logits.rows), RowSampling{});
-  pool_.parallel_for(draws_.size(), 1, [&](size_t begin, size_t end) {  // first grammar masks
-    for (size_t i = begin; i < end; ++i) mask_of(*draws_[i].c);
-  });
+  if (std::any_of(draws_.begin(), draws_.end(), [](const Draw& d) { return d.c->matcher && !d.c->mask_ready; })) {
+    pool_.parallel_for(draws_.size(), 1, [&](size_t begin, size_t end) {  // first grammar masks
+      for (size_t i = begin; i < end; ++i) mask_of(*draws_[i].c);
+    });
+  }
   for (const Draw& d : draws_) {
     if (d.logits_row < 0 || d.logits_row >= logits.rows) continue;  // never: one row per draw
     Completion& c = *d.c;
