@@ -208,6 +208,8 @@ DI_API di_error *di_engine_config_set_seed(di_engine_config *cfg, uint64_t seed)
  *   pdl            CUDA: programmatic dependent launch of kernels (default on)
  *   zero_scratch   CUDA: zero-fill every scratch tensor (a diagnostic; default off)
  *   dummy_weights  build the model from config.json alone with random weights (benchmarks)
+ *   host_sampling  sample copies of the logits rows on the engine's threads instead of where they
+ *                  are (CUDA: the rows are copied off the GPU each step; default off)
  * Later versions add keys. */
 DI_API di_error *di_engine_config_set_option(di_engine_config *cfg, const char *key, size_t key_len, const char *value,
                                              size_t value_len);

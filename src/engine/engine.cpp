@@ -121,6 +121,7 @@ Result<void> Engine::start() {
   co.planner.eos_ids = &eos_ids_;
   co.max_context = max_context_;
   co.sample_threads = static_cast<size_t>(config_.threads);
+  co.sample_on_backend = !config_.host_sampling;
   co.mask_threads = std::max<size_t>(1, std::thread::hardware_concurrency() / 4);
   DI_TRY(core, EngineCore::create(*runner_, co));
   core_ = std::move(core);

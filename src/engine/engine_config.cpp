@@ -6,6 +6,7 @@ namespace {
 constexpr OptionInfo kEngineOptions[] = {
     {"cuda_module", "string", "", "path of the CUDA backend module (default: beside libdeepinfer, then the loader's search path)"},
     {"dummy_weights", "bool", "0", "build the model from config.json alone with random weights (benchmarks of a shape)"},
+    {"host_sampling", "bool", "0", "sample copies of the logits rows on the engine's threads instead of where they are (CUDA: the rows copied off the GPU)"},
 };
 
 }  // namespace
@@ -19,6 +20,11 @@ Result<void> set_engine_option(EngineConfig& config, std::string_view key, std::
   if (key == "dummy_weights") {
     DI_TRY(v, parse_bool_option(key, value));
     config.dummy_weights = v;
+    return ok();
+  }
+  if (key == "host_sampling") {
+    DI_TRY(v, parse_bool_option(key, value));
+    config.host_sampling = v;
     return ok();
   }
   auto set = set_backend_option(config.backend, key, value);

@@ -25,6 +25,11 @@ struct EngineConfig {
   // Build the model from its config alone (model_path: a directory with config.json, or the file)
   // with random weights made on the device: benchmarks of a model shape without its checkpoint.
   bool dummy_weights = false;
+  // Copy each step's logits rows out of the backend and sample them on the engine's sample pool,
+  // instead of Backend::sample_rows where they are (on the GPU for the CUDA backend). A diagnostic:
+  // the CPU backend draws the same bits either way; the GPU the same tokens but within rounding of a
+  // boundary of the distribution.
+  bool host_sampling = false;
   // The CUDA backend module to load ("": the default search, see make_cuda_backend).
   std::string cuda_module;
   BackendOptions backend;
@@ -37,7 +42,7 @@ struct EngineConfig {
 namespace deepinfer {
 
 // di_engine_config_set_option: a backend option (backend_options.h) or one of the engine's own
-// (cuda_module, dummy_weights). kInvalidArgument names an unknown key or a malformed value.
+// (cuda_module, dummy_weights, host_sampling). kInvalidArgument names an unknown key or a malformed value.
 Result<void> set_engine_option(EngineConfig& config, std::string_view key, std::string_view value);
 // Every key with its type, default and help: the engine's, then the backend's.
 std::vector<OptionInfo> engine_option_infos();

@@ -2,6 +2,7 @@
 
 #include "util/log.h"
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <optional>
@@ -23,7 +24,8 @@ EngineCore::EngineCore(ModelRunner& runner, const EngineCoreOptions& o, std::uni
       output_(runner.sequences(), residents_, *o.planner.eos_ids, o.max_context),
       planner_(runner, residents_, output_, o.planner),
       sampler_(*sample_pool_, *o.planner.eos_ids, o.planner.vocab),
-      masks_(std::move(mask_worker)) {}
+      masks_(std::move(mask_worker)),
+      sample_on_backend_(o.sample_on_backend) {}
 
 bool EngineCore::has_work() const {
   for (const auto& g : active_)
@@ -74,10 +76,17 @@ void EngineCore::admit_and_cancel() {
 uint64_t EngineCore::run(const StepPlan& plan) {
   std::span<float> logits;
   std::span<const int32_t> best;
+  Tensor backend_logits;
   std::optional<Error> failure;
+  const bool on_backend = !plan.greedy && sample_on_backend_ &&
+                          std::none_of(plan.rows.begin(), plan.rows.end(), [](const StepRow& r) { return r.logits == ForwardBatch::Logits::kAll; });
   if (plan.greedy) {
     auto stepped = runner_.step_greedy(plan.feeds);
     if (stepped) best = stepped.value();
+    else failure = stepped.error();
+  } else if (on_backend) {
+    auto stepped = runner_.step_on_backend(plan.feeds);
+    if (stepped) backend_logits = stepped.value();
     else failure = stepped.error();
   } else {
     auto stepped = runner_.step(plan.feeds);
@@ -90,7 +99,8 @@ uint64_t EngineCore::run(const StepPlan& plan) {
     return 0;
   }
   masks_.collect();
-  const std::span<StepSampler::Draw> draws = sampler_.sample(plan, logits, best);
+  const std::span<StepSampler::Draw> draws =
+      on_backend ? sampler_.sample_on_backend(plan, backend_logits, runner_) : sampler_.sample(plan, logits, best);
   for (StepSampler::Draw& d : draws) {  // in feed order: events and ends as with one thread
     output_.emit_prompt_logprobs(*d.g, *d.c);
     if (output_.take(*d.g, *d.c, d.result)) masks_.queue(*d.c);

@@ -34,6 +34,9 @@ struct EngineCoreOptions {
   int64_t max_context = 0;
   size_t sample_threads = 0;  // the sample pool (0: one per core)
   size_t mask_threads = 1;
+  // Sample where the logits are (Backend::sample_rows) instead of copying the rows out of the
+  // backend; steps with prompt logprobs still copy them.
+  bool sample_on_backend = false;
 };
 
 // What one step did, for the engine's statistics.
@@ -88,6 +91,7 @@ class EngineCore {
   StepPlanner planner_;
   StepSampler sampler_;
   GrammarMasks masks_;
+  const bool sample_on_backend_;
   std::vector<std::unique_ptr<Generation>> active_;
   uint64_t step_ = 0;
 };

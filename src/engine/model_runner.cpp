@@ -68,6 +68,13 @@ Result<std::span<float>> ModelRunner::step(const std::vector<Feed>& feeds) {
   return logits;
 }
 
+Result<Tensor> ModelRunner::step_on_backend(const std::vector<Feed>& feeds) {
+  DI_TRYV(build_batch(feeds));
+  DI_TRY(logits, model_.forward_logits(batch_));
+  advance(feeds);
+  return logits;
+}
+
 Result<std::span<const int32_t>> ModelRunner::step_greedy(const std::vector<Feed>& feeds) {
   DI_TRYV(build_batch(feeds));
   batch_.greedy_tokens = true;

@@ -63,6 +63,13 @@ class ModelRunner {
   // The same forward for greedy decoding: returns the best token of each logits row
   // (DeepseekV4::forward_greedy) instead of the rows, which stay on the backend.
   Result<std::span<const int32_t>> step_greedy(const std::vector<Feed>& feeds);
+  // The same forward leaving the logits rows on the backend (DeepseekV4::forward_logits), for
+  // sample_rows: sampling without copying them to the host. Valid until the next step.
+  Result<Tensor> step_on_backend(const std::vector<Feed>& feeds);
+  // Backend::sample_rows on the rows step_on_backend returned.
+  Result<void> sample_rows(Tensor logits, std::span<const RowSampling> rows, std::vector<Result<SampleResult>>& out) {
+    return backend_.sample_rows(logits, rows, out);
+  }
 
  private:
   ModelRunner(DeepseekV4& model, Backend& backend, StateLayout layout, int32_t slots, int32_t blocks);

@@ -5,6 +5,8 @@
 //   engine_bench [--model DIR] [--device cpu|cuda] [--prompt 64] [--gen 32] [--threads 0]
 //                [--temperature 0] [--top-p 1]   (temperature 0: greedy)
 //                [--dummy-weights]  (--model is then a config.json: random weights of that shape)
+//                [--host-sampling]  (sample on the host where the backend would sample: the
+//                                    engine option host_sampling)
 //                [--concurrency 1,4,16,64]
 #include "engine/engine.h"
 #include "engine/session.h"
@@ -23,11 +25,11 @@ int main(int argc, char** argv) {
   std::string model = DEEPINFER_DEFAULT_MODEL, device = "cpu";
   int prompt = 64, gen = 32, threads = 0;
   float temperature = 0.0f, top_p = 1.0f;
-  bool dummy_weights = false;
+  bool dummy_weights = false, host_sampling = false;
   std::vector<int> concurrency = {1, 4, 16, 64};
   for (int i = 1; i < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--dummy-weights")) {
-      dummy_weights = true;
+    if (!std::strcmp(argv[i], "--dummy-weights") || !std::strcmp(argv[i], "--host-sampling")) {
+      (argv[i][2] == 'd' ? dummy_weights : host_sampling) = true;
       --i;
       continue;
     }
@@ -59,8 +61,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g\n\n", model.c_str(),
-              device.c_str(), prompt, gen, temperature, top_p);
+  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g%s\n\n", model.c_str(),
+              device.c_str(), prompt, gen, temperature, top_p, host_sampling ? ", sampled on the host" : "");
   std::printf("| concurrent | requests/s | generated tok/s | total tok/s | steps | planning share of step |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int concurrent : concurrency) {
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     cfg.device = device == "cuda" ? Device::kCuda : Device::kCpu;
     cfg.threads = threads;
     cfg.dummy_weights = dummy_weights;
+    cfg.host_sampling = host_sampling;
     cfg.max_sequences = concurrent;
     cfg.max_batched_tokens = 2048;
     auto engine = Engine::create(cfg);
