@@ -210,6 +210,75 @@ __device__ __forceinline__ void store_half(float4* mine, const float (&s)[32], i
   for (int i = 0; i < 8; ++i) mine[i * 128 + wt] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
 }
 
+// O (this thread's heads warp_heads + g, + 8; rows scaled by f) into `stage` as bf16, the rope
+// channels rotated back by the row's position (unrope.inv_freq; rope_dim <= 64): one cosine / sine a
+// lane, shuffled to the lanes holding each n8 tile's pair. Layout [head][32 chunks of 16 B] with chunk
+// j at j ^ (head & 7) (no bank conflicts either way). The lane is read here (an argument would turn
+// a comparison around).
+__device__ __forceinline__ void stage_output(unsigned char* stage, const float (&o)[128], const float (&f)[2], const RopeDev& unrope,
+                                             const int32_t* positions, int64_t r, int warp_heads, int wg, int g, int t4) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int first = unrope.inv_freq ? kHd - unrope.rope_dim : kHd;
+  const float2 mine = lane < (kHd - first) / 2 ? rope_cos_sin(unrope, positions[r], lane, true) : make_float2(1.0f, 0.0f);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int dim = 256 * wg + 8 * j + 2 * t4;
+    float2 cs = make_float2(1.0f, 0.0f);
+    if (256 * wg + 8 * j + 8 > first) {  // (warp-uniform)
+      const int pair = max((dim - first) / 2, 0);
+      const float2 c = make_float2(__shfl_sync(kFull, mine.x, pair), __shfl_sync(kFull, mine.y, pair));
+      if (dim >= first) cs = c;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int hl = warp_heads + g + 8 * half;
+      const float2 v = rotate_by(o[4 * j + 2 * half] * f[half], o[4 * j + 2 * half + 1] * f[half], cs);
+      *reinterpret_cast<uint32_t*>(stage + hl * 512 + ((j ^ (hl & 7)) << 4) + 4 * t4) = pack_bf16(v.x, v.y);
+    }
+  }
+}
+
+// The staged output (stage_output, in this warpgroup's half of key buffer 0) to out, a 512-byte head
+// row a warp (heads past nh skipped).
+__device__ __forceinline__ void copy_out(const unsigned char* Ks, __nv_bfloat16* out, int64_t r, int heads, int h0, int nh, int wg, int wt,
+                                         int lane) {
+  const unsigned char* stage = Ks + 4 * wg * kAtom;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const int hl = 4 * u + (wt >> 5), c = lane;
+    if (hl < nh)
+      *reinterpret_cast<uint4*>(out + (r * heads + h0 + hl) * kHd + 256 * wg + 8 * c) =
+          *reinterpret_cast<const uint4*>(stage + hl * 512 + ((c ^ (hl & 7)) << 4));
+  }
+}
+
+// The other warpgroup's half of S (from its exchange slots, store_half) added to this warpgroup's.
+__device__ __forceinline__ void add_other_half(float (&s)[32], const float4* exch, int wg, int wt) {
+  const float4* other = exch + (wg ^ 1) * kExchFloat4;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 v = other[i * 128 + wt];
+    s[4 * i] += v.x, s[4 * i + 1] += v.y, s[4 * i + 2] += v.z, s[4 * i + 3] += v.w;
+  }
+}
+
+// Each of this thread's heads' output scale (f[0]: head warp_heads + g, f[1]: + 8): the softmax
+// denominator summed over the quad, and the sink; 0 past the heads.
+__device__ __forceinline__ void output_scales(float (&f)[2], float m_a, float m_b, float l_a, float l_b, const float* sinks, int h0, int nh,
+                                              int warp_heads, int g) {
+  l_a += __shfl_xor_sync(kFull, l_a, 1);
+  l_a += __shfl_xor_sync(kFull, l_a, 2);
+  l_b += __shfl_xor_sync(kFull, l_b, 1);
+  l_b += __shfl_xor_sync(kFull, l_b, 2);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int hl = warp_heads + g + 8 * half;
+    const float2 fi =
+        hl < nh ? sink_scale((half ? m_b : m_a) * kLn2, half ? l_b : l_a, sinks[h0 + hl]) : make_float2(0.0f, 0.0f);  // (max in base e)
+    f[half] = fi.x * fi.y;
+  }
+}
+
 // The bf16 query staged in Qs (this warpgroup's half) rotated in place (rotate_query).
 __device__ __forceinline__ void rotate_staged_query(uint4 (&v)[16], unsigned char* Qs, const QueryNorm& qn, const int32_t* positions,
                                                     int64_t r, int wg, int wt, float* qss) {
@@ -247,14 +316,45 @@ __device__ __forceinline__ void stage_query_f32(float4 (&v)[32], unsigned char* 
   }
 }
 
+// This warpgroup's half of the query heads h0 .. of row r in Qs as the products read them (qb's
+// copies already issued).
+__device__ __forceinline__ void stage_query(unsigned char* Qs, const float* q, const __nv_bfloat16* qb, const QueryNorm& qn,
+                                            const int32_t* positions, int64_t r, int heads, int h0, int nh, int64_t n_tiles, int wg, int wt,
+                                            float* qss) {
+  if (qb) {  // already bf16 (in Qs: the group before the first tile's)
+    if (n_tiles > 0)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    if (qn.eps >= 0.0f) {  // rotated in place
+      uint4 v[16];
+      rotate_staged_query(v, Qs, qn, positions, r, wg, wt, qss);
+    }
+  } else {  // ... from fp32, rounded here: all 32 loads of a thread at once (one round of latency)
+    float4 v[32];
+    stage_query_f32(v, Qs, q, r, heads, h0, nh, wg, wt);
+  }
+}
+
+// The softmax scale of this thread's rows (heads ha, ha + 8), times each head's 1 / rms when the
+// query is normalised here (after a barrier: every warp's sums of squares are in qss).
+__device__ __forceinline__ void softmax_scales(float& scale_a, float& scale_b, float scale, const QueryNorm& qn, const float* qss, int tid,
+                                               int g) {
+  scale_a = scale, scale_b = scale;
+  if (qn.eps >= 0.0f) {
+    __syncthreads();
+    const int ha = 16 * ((tid >> 5) & 3) + g;
+    scale_a *= query_inv(qss, ha, qn.eps);
+    scale_b *= query_inv(qss, ha + 8, qn.eps);
+  }
+}
+
 #endif
 
-__global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb,
-                                                                          KeyTableDev t,
-                                                                          const float* __restrict__ sinks,
-                                                                          const int32_t* __restrict__ selected, int64_t sel_cols,
-                                                                          int heads, BatchDev b, StateDev st, LayerDev L,
-                                                                          QueryNorm qn, RopeDev unrope, __nv_bfloat16* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads, 1)
+    mqa_attention_wgmma_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ qb, KeyTableDev t,
+                               const float* __restrict__ sinks, const int32_t* __restrict__ selected, int64_t sel_cols, int heads,
+                               BatchDev b, StateDev st, LayerDev L, QueryNorm qn, RopeDev unrope, __nv_bfloat16* __restrict__ out) {
   pdl_begin();
 #if defined(DI_WGMMA)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -272,8 +372,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
   const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const float scale = kLog2e / sqrtf(static_cast<float>(kHd));  // (base-2 scores: online_softmax_step)
 
-  // This warpgroup's half of a bf16 query row's heads into Qs by cp.async (zeros past the heads);
-  // thread wt copies the chunks it later rotates (rotate_query), so it needs no barrier to read them.
   auto issue_query = [&](int64_t item) { issue_query_copies(Qs, qb, item, groups, heads, wg, wt); };
 
   // The block walks items (row, group of 64 heads) blockIdx.x, + gridDim.x, ...; `walked` counts the
@@ -307,34 +405,13 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
     if (qb && !query_ahead) issue_query(item);
     query_ahead = false;
     if (n_tiles > 0) issue(0);
-    if (qb) {  // this warpgroup's half of the query heads, already bf16 (in Qs: the group before the first tile's)
-      if (n_tiles > 0)
-        cp_async_wait<1>();
-      else
-        cp_async_wait<0>();
-      if (qn.eps >= 0.0f) {  // rotated in place
-        uint4 v[16];
-        rotate_staged_query(v, Qs, qn, b.positions, r, wg, wt, qss);
-      }
-    } else {  // ... from fp32, rounded here: all 32 loads of a thread at once (one round of latency)
-      float4 v[32];
-      stage_query_f32(v, Qs, q, r, heads, h0, nh, wg, wt);
-    }
+    stage_query(Qs, q, qb, qn, b.positions, r, heads, h0, nh, n_tiles, wg, wt, qss);
 
-    // The softmax scale of this thread's rows (heads ha, ha + 8), times each head's 1 / rms when the
-    // query is normalised here.
-    float scale_a = scale, scale_b = scale;
-    if (qn.eps >= 0.0f) {
-      __syncthreads();  // every warp's sums of squares are in qss
-      const int ha = 16 * ((tid >> 5) & 3) + g;
-      scale_a *= query_inv(qss, ha, qn.eps);
-      scale_b *= query_inv(qss, ha + 8, qn.eps);
-    }
+    float scale_a, scale_b;
+    softmax_scales(scale_a, scale_b, scale, qn, qss, tid, g);
 
-    float o[128];  // O for heads 16 (warp % 4) + g, + 8 x this warpgroup's 256 dims (m64n256 accumulator layout)
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+    float o[128] = {};  // O for heads 16 (warp % 4) + g, + 8 x this warpgroup's 256 dims (m64n256 accumulator layout)
+    float m_b = -INFINITY, m_a = -INFINITY, l_b = 0.0f, l_a = 0.0f;  // (in this order: ptxas schedules by register numbering)
 
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
       cp_async_wait<0>();
@@ -355,12 +432,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
         issue_query(item + gridDim.x);
         query_ahead = true;
       }
-      const float4* other = exch + (wg ^ 1) * kExchFloat4;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float4 v = other[i * 128 + wt];
-        s[4 * i] += v.x, s[4 * i + 1] += v.y, s[4 * i + 2] += v.z, s[4 * i + 3] += v.w;
-      }
+      add_other_half(s, exch, wg, wt);
 
       // Online softmax of rows g, g + 8 (of this warp's 16 heads): this thread's keys are 8 j + 2 t4 + {0, 1}
       // (sa[2 j + e], sb[2 j + e] from the accumulator's n8 tile j).
@@ -373,50 +445,16 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_attention_wgmma_kernel(const 
       add_pv(o, pf, sa, sb, kt, wg);
     }
 
-    l_a += __shfl_xor_sync(kFull, l_a, 1);
-    l_a += __shfl_xor_sync(kFull, l_a, 2);
-    l_b += __shfl_xor_sync(kFull, l_b, 1);
-    l_b += __shfl_xor_sync(kFull, l_b, 2);
     // Each head's output scaled by its softmax denominator and sink; the rope channels rotated back by
-    // the row's position (unrope.inv_freq; rope_dim <= 64): one cosine / sine a lane, shuffled to the
-    // lanes holding each n8 tile's pair. Staged in this warpgroup's half of key buffer 0 (its products
-    // and copies are done), [head][32 chunks of 16 B] with chunk j at j ^ (head & 7) (no bank
-    // conflicts either way), then written a 512-byte head row a warp.
+    // the row's position, staged in this warpgroup's half of key buffer 0 (its products and copies are
+    // done), then written a 512-byte head row a warp.
     const int warp_heads = 16 * ((tid >> 5) & 3);
     float f[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int hl = warp_heads + g + 8 * half;
-      const float2 fi = hl < nh ? sink_scale((half ? m_b : m_a) * kLn2, half ? l_b : l_a, sinks[h0 + hl]) : make_float2(0.0f, 0.0f);  // (max in base e)
-      f[half] = fi.x * fi.y;
-    }
-    const int first = unrope.inv_freq ? kHd - unrope.rope_dim : kHd;
-    const float2 mine = lane < (kHd - first) / 2 ? rope_cos_sin(unrope, b.positions[r], lane, true) : make_float2(1.0f, 0.0f);
+    output_scales(f, m_a, m_b, l_a, l_b, sinks, h0, nh, warp_heads, g);
     unsigned char* stage = Ks + 4 * wg * kAtom;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int dim = 256 * wg + 8 * j + 2 * t4;
-      float2 cs = make_float2(1.0f, 0.0f);
-      if (256 * wg + 8 * j + 8 > first) {  // (warp-uniform)
-        const int pair = max((dim - first) / 2, 0);
-        const float2 c = make_float2(__shfl_sync(kFull, mine.x, pair), __shfl_sync(kFull, mine.y, pair));
-        if (dim >= first) cs = c;
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int hl = warp_heads + g + 8 * half;
-        const float2 v = rotate_by(o[4 * j + 2 * half] * f[half], o[4 * j + 2 * half + 1] * f[half], cs);
-        *reinterpret_cast<uint32_t*>(stage + hl * 512 + ((j ^ (hl & 7)) << 4) + 4 * t4) = pack_bf16(v.x, v.y);
-      }
-    }
+    stage_output(stage, o, f, unrope, b.positions, r, warp_heads, wg, g, t4);
     warpgroup_sync(wg);
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      const int hl = 4 * u + (wt >> 5), c = lane;
-      if (hl < nh)
-        *reinterpret_cast<uint4*>(out + (r * heads + h0 + hl) * kHd + 256 * wg + 8 * c) =
-            *reinterpret_cast<const uint4*>(stage + hl * 512 + ((c ^ (hl & 7)) << 4));
-    }
+    copy_out(Ks, out, r, heads, h0, nh, wg, wt, lane);
     walked += n_tiles;
   }
 #else
