@@ -60,7 +60,8 @@
  *   CPU the same seed, prompt and sampling parameters give the same tokens whatever else the engine
  *   is running and however the work is batched or scheduled. On a GPU the logits of a sequence may
  *   differ in their last bits with the batch it runs in, so a seeded output repeats exactly only when
- *   the batches repeat. A generation without a seed draws one from the engine
+ *   the batches repeat (the GPU's sampling itself is deterministic and independent of the batch: the
+ *   same logits and stream give the same token). A generation without a seed draws one from the engine
  *   (di_engine_config_set_seed makes those draws reproducible too); every finished completion
  *   reports the seed it used (di_event_seed), so any output can be replayed by setting that seed.
  *
