@@ -6,7 +6,8 @@ namespace {
 constexpr OptionInfo kEngineOptions[] = {
     {"cuda_module", "string", "", "path of the CUDA backend module (default: beside libdeepinfer, then the loader's search path)"},
     {"dummy_weights", "bool", "0", "build the model from config.json alone with random weights (benchmarks of a shape)"},
-    {"host_sampling", "bool", "0", "sample copies of the logits rows on the engine's threads instead of where they are (CUDA: the rows copied off the GPU)"},
+    {"host_sampling", "bool", "0",
+     "sample copies of the logits rows on the engine's threads instead of where they are (CUDA: the rows copied off the GPU)"},
 };
 
 }  // namespace
