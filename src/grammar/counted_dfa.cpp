@@ -1,8 +1,10 @@
 #include "grammar/counted_dfa.h"
 
 #include "grammar/compile_budget.h"
+#include "grammar/residual_keys.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -275,6 +277,21 @@ CountedDfa::Window CountedDfa::canonical(uint64_t lo, uint64_t hi, uint32_t dept
 bool CountedDfa::alive_in(uint32_t state, uint32_t k, const Window& w) const {
   if (k > w.hi) return false;
   return window_alive(state, w.lo > k ? w.lo - k : 0, w.hi - k);
+}
+
+std::vector<uint32_t> CountedDfa::bounded_classes(uint32_t depth) const {
+  // Round 0: dead, accepting, and the counts that can still complete (what alive_in reads).
+  const auto n = static_cast<uint32_t>(accepting_.size());
+  const uint32_t span = preperiod_ + period_;
+  std::map<std::vector<uint32_t>, uint32_t> ids;
+  std::vector<uint32_t> cls(n), profile;
+  for (uint32_t s = 0; s < n; ++s) {
+    profile.assign({s == kDead ? 1u : 0u, accepting_[s], cofinite_[s], cofinite_[s] ? least_[s] : 0u});
+    if (!cofinite_[s]) profile.insert(profile.end(), next_.begin() + static_cast<ptrdiff_t>(size_t{s} * span),
+                                      next_.begin() + static_cast<ptrdiff_t>(size_t{s + 1} * span));
+    cls[s] = ids.emplace(profile, static_cast<uint32_t>(ids.size())).first->second;
+  }
+  return refine_classes(std::move(cls), table_.data(), num_classes_, kStateMask, depth);
 }
 
 }  // namespace deepinfer::grammar

@@ -64,6 +64,11 @@ class CountedDfa {
   bool alive_in(uint32_t state, uint32_t k, const Window& w) const;
   bool complete_in(uint32_t state, uint32_t k, const Window& w) const { return accepting_[state] && k >= w.lo && k <= w.hi; }
 
+  // States alike on strings of at most `depth` bytes (bounded_classes of residual_keys.h, with the
+  // count steps and the counts each state can still complete with): a walk over tokens that short
+  // from (state, window) depends on (class, window) only.
+  std::vector<uint32_t> bounded_classes(uint32_t depth) const;
+
   uint32_t min() const { return min_; }
   uint32_t max() const { return max_; }
   // Identity of the language and bounds (cache keys).

@@ -1,5 +1,6 @@
 #include "grammar/residual_keys.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -103,6 +104,51 @@ std::optional<ResidualKey> bounded_residual_key(const Dfa& dfa, uint32_t state, 
     }
   }
   return key;
+}
+
+std::vector<uint32_t> refine_classes(std::vector<uint32_t> cls, const uint32_t* table, uint32_t nc, uint32_t target_mask, uint32_t rounds) {
+  const uint32_t n = static_cast<uint32_t>(cls.size());
+  auto entry = [&](uint32_t s, uint32_t c) { return table[static_cast<size_t>(s) * nc + c]; };
+  // An entry's identity: its target's class and its other bits.
+  auto label = [&](uint32_t e) { return (uint64_t{cls[e & target_mask]} << 32) | (e & ~target_mask); };
+  size_t count = 0;
+  for (uint32_t c : cls) count = std::max<size_t>(count, size_t{c} + 1);
+  std::vector<uint32_t> next(n);
+  std::unordered_map<uint64_t, std::vector<uint32_t>> reps;  // signature hash -> first state of each new class
+  for (uint32_t round = 0; round < rounds; ++round) {
+    auto same = [&](uint32_t a, uint32_t b) {
+      if (cls[a] != cls[b]) return false;
+      for (uint32_t c = 0; c < nc; ++c) {
+        if (label(entry(a, c)) != label(entry(b, c))) return false;
+      }
+      return true;
+    };
+    reps.clear();
+    uint32_t classes = 0;
+    for (uint32_t s = 0; s < n; ++s) {
+      uint64_t h = hash_mix(0x3c6ef372fe94f82bull, cls[s]);
+      for (uint32_t c = 0; c < nc; ++c) h = hash_mix(h, label(entry(s, c)));
+      std::vector<uint32_t>& candidates = reps[h];
+      auto it = std::find_if(candidates.begin(), candidates.end(), [&](uint32_t r) { return same(r, s); });
+      if (it != candidates.end()) {
+        next[s] = next[*it];
+      } else {
+        next[s] = classes++;
+        candidates.push_back(s);
+      }
+    }
+    cls.swap(next);
+    if (classes == count) break;  // stable: longer strings split nothing either
+    count = classes;
+  }
+  return cls;
+}
+
+std::vector<uint32_t> bounded_classes(const Dfa& dfa, uint32_t depth) {
+  // Round 0: dead, accepting, alive and not accepting.
+  std::vector<uint32_t> cls(dfa.num_states());
+  for (uint32_t s = 0; s < dfa.num_states(); ++s) cls[s] = s == Dfa::kDead ? 0 : dfa.accepting(s) ? 1 : 2;
+  return refine_classes(std::move(cls), dfa.transitions(), dfa.num_classes(), ~Dfa::kAcceptBit, depth);
 }
 
 }  // namespace deepinfer::grammar

@@ -58,4 +58,15 @@ class ResidualKeys {
 // are more than `depth` away from the bound). nullopt when the unfolding exceeds `max_nodes`.
 std::optional<ResidualKey> bounded_residual_key(const Dfa& dfa, uint32_t state, uint32_t depth, size_t max_nodes);
 
+// The same relation for all states of one DFA at once: classes[s] == classes[t] exactly when s
+// and t accept the same strings of at most `depth` bytes and stay alive on the same ones (Moore's
+// partition refinement stopped after `depth` rounds). Where unfoldings are too large to key, this
+// still lets the states of one DFA share (e.g. the positions of a 63-character hostname label).
+std::vector<uint32_t> bounded_classes(const Dfa& dfa, uint32_t depth);
+
+// The refinement itself: `cls` the classes of round 0 (what sets states apart besides their
+// transitions, numbered from 0), `table` num_states x nc entries whose target is entry &
+// target_mask (the entry's other bits belong to the transition), `rounds` the string length.
+std::vector<uint32_t> refine_classes(std::vector<uint32_t> cls, const uint32_t* table, uint32_t nc, uint32_t target_mask, uint32_t rounds);
+
 }  // namespace deepinfer::grammar

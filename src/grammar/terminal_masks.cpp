@@ -14,6 +14,10 @@ constexpr uint32_t kMaxCanonicalStates = 256;
 // Bounded unfoldings larger than this are not worth canonicalizing (walk by subtrees instead): on
 // the suite walk 1,024 left ~115 masks above 200 us, 256 ~78, 64 more again.
 constexpr size_t kMaxBoundedNodes = 256;
+// bounded_classes runs at most kShortTokenBytes rounds over states x byte classes: up to this many
+// table entries (a few ms of compile time at most).
+constexpr size_t kMaxClassedEntries = size_t{1} << 20;
+constexpr uint32_t kNoClass = UINT32_MAX;  // a state alone in its class
 
 // A counted terminal's state and window: tagged so that it never equals a plain residual key.
 ResidualKey counted_key(const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w, uint64_t tag) {
@@ -26,6 +30,19 @@ ResidualKey counted_key(const CountedDfa& cd, uint32_t state, const CountedDfa::
 // The key of a root subtree's walk from a residual.
 ResidualKey part_key(const ResidualKey& residual, uint64_t trie_tag, uint32_t child) {
   return {hash_mix(hash_mix(residual.a, trie_tag), child), hash_mix(hash_mix(residual.b, child), trie_tag ^ 0x5bd1e995u)};
+}
+
+// The key of a short walk from one of bounded_classes (tagged apart from every other key).
+ResidualKey class_key(const Dfa& dfa, uint32_t cls) {
+  return {hash_mix(hash_mix(0x8a3c5e7d1f2b4c69ull, dfa.fingerprint().a), cls), hash_mix(hash_mix(0x1f83d9abfb41bd6bull, dfa.fingerprint().b), cls)};
+}
+
+// Classes with a single member replaced by kNoClass (nothing to share).
+std::vector<uint32_t> shared_classes(std::vector<uint32_t> classes) {
+  std::vector<uint32_t> members(classes.size(), 0);
+  for (uint32_t c : classes) ++members[c];
+  for (uint32_t& c : classes) c = members[c] > 1 ? c : kNoClass;
+  return classes;
 }
 
 size_t mask_bytes(const TerminalStateMask& m) {
@@ -156,6 +173,15 @@ TerminalMasks::TerminalMasks(std::shared_ptr<const Dfa> dfa, std::shared_ptr<con
   states_.resize(dfa_->num_states());
   const TokenVocabulary& vocab = table_->vocabulary();
   depth_ = std::max<uint32_t>({vocab.short_trie().max_depth(), vocab.long_trie().max_depth(), 1});
+  // DFAs whose residuals may be keyed by state number (ResidualKeys::kMaxCanonicalReach): states
+  // alike on short strings (a bounded repetition's positions) share their short walk.
+  if (dfa_->num_states() > ResidualKeys::kMaxCanonicalReach && size_t{dfa_->num_states()} * dfa_->num_classes() <= kMaxClassedEntries) {
+    short_classes_ = shared_classes(bounded_classes(*dfa_, TokenVocabulary::kShortTokenBytes));
+  }
+  // Counted strings: the positions of a bounded repetition inside (a hostname's labels) too.
+  if (counted_ && counted_->num_states() > ResidualKeys::kMaxCanonicalReach &&
+      size_t{counted_->num_states()} * counted_->num_classes() <= kMaxClassedEntries)
+    counted_classes_ = shared_classes(counted_->bounded_classes(TokenVocabulary::kShortTokenBytes));
 }
 
 CountedDfa::Window TerminalMasks::window(uint32_t count) const {
@@ -198,7 +224,9 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::compute_counted(uint32_t
   const TokenVocabulary& vocab = table_->vocabulary();
   // Short tokens see only the window over kShortTokenBytes: shared by more positions.
   CountedDfa::Window near = cd.narrow(w, TokenVocabulary::kShortTokenBytes);
-  ResidualKey short_key = counted_key(cd, state, near, 2);
+  const bool classed = !counted_classes_.empty() && counted_classes_[state] != kNoClass;
+  // (a class stands for its states: tag 3 keeps its keys apart from the states' own)
+  ResidualKey short_key = counted_key(cd, classed ? counted_classes_[state] : state, near, classed ? 3 : 2);
   std::shared_ptr<const TrieWalk> short_part = table_->find_short(short_key);
   if (!short_part) {
     short_part = table_->insert_short(
@@ -256,10 +284,11 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::compute(uint32_t state) 
   // Short tokens of large DFAs: shared by states that agree on strings up to their length.
   std::optional<ResidualKey> short_key;
   std::shared_ptr<const TrieWalk> short_walk;
-  if (dfa_->num_states() > kMaxCanonicalStates) {
+  if (dfa_->num_states() > kMaxCanonicalStates)
     short_key = bounded_residual_key(*dfa_, state, TokenVocabulary::kShortTokenBytes, kMaxBoundedNodes);
-    if (short_key) short_walk = table_->find_short(*short_key);
-  }
+  // (a class key is shared within this DFA only: the canonical one first)
+  if (!short_key && !short_classes_.empty() && short_classes_[state] != kNoClass) short_key = class_key(*dfa_, short_classes_[state]);
+  if (short_key) short_walk = table_->find_short(*short_key);
   std::vector<std::shared_ptr<const SubtreePart>> parts;
   if (short_key && !short_walk) {
     TrieWalk w;

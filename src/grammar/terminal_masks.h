@@ -129,7 +129,11 @@ class TerminalMasks {
   std::shared_ptr<const CountedDfa> counted_;
   std::shared_ptr<TerminalMaskTable> table_;
   std::shared_ptr<ResidualKeys> residuals_;
-  uint32_t depth_ = 0;  // the longest token, in bytes
+  // bounded_classes over kShortTokenBytes, the short walks' key where no canonical one was found;
+  // a state alone in its class has UINT32_MAX (empty: small or too large a DFA).
+  std::vector<uint32_t> short_classes_;
+  std::vector<uint32_t> counted_classes_;  // the same for the counted DFA's states
+  uint32_t depth_ = 0;                     // the longest token, in bytes
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<const TerminalStateMask>> states_;
   struct CountedKey {

@@ -62,6 +62,7 @@ struct Options {
   uint64_t seed = 1;
   std::string schemas = DI_BENCH_DIR "/grammar_schemas.json";
   std::string suite;
+  int slowest = 0;  // --suite: list the N slowest masks
   bool print_outputs = false;
 };
 
@@ -81,12 +82,14 @@ Options parse_args(int argc, char** argv) {
       o.schemas = argv[++i];
     } else if (arg("--suite")) {
       o.suite = argv[++i];
+    } else if (arg("--slowest")) {
+      o.slowest = std::max(0, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--print-outputs") == 0) {
       o.print_outputs = true;
     } else {
       fmt::print(stderr,
                  "usage: {} [--passes N] [--samples N] [--repeats N] [--seed S] [--schemas FILE] [--print-outputs]\n"
-                 "       {} --suite DIR [--repeats N]\n",
+                 "       {} --suite DIR [--repeats N] [--slowest N]\n",
                  argv[0], argv[0]);
       std::exit(2);
     }
@@ -199,10 +202,11 @@ void keep_min(std::vector<double>& acc, const std::vector<double>& v) {
 // compiles and masks in the same order.
 struct SuiteRun {
   std::vector<double> compile, mask;
+  std::vector<std::string> where;  // per mask: the schema and the text before it (for --slowest)
   size_t cases = 0, compiled = 0, instances = 0, refused = 0;
 };
 
-SuiteRun run_suite(const std::vector<Json>& files, const std::shared_ptr<const TokenVocabulary>& vocab) {
+SuiteRun run_suite(const std::vector<Json>& files, const std::shared_ptr<const TokenVocabulary>& vocab, bool list_slow) {
   SuiteRun r;
   GrammarCompiler compiler(vocab, 0);
   std::vector<uint32_t> mask(vocab->mask_words());
@@ -224,10 +228,13 @@ SuiteRun run_suite(const std::vector<Json>& files, const std::shared_ptr<const T
         ids.push_back(vocab->eos_ids()[0]);
         ++r.instances;
         Matcher m(g.value());
+        std::string before;
         for (int32_t id : ids) {
           auto a = Clock::now();
           m.fill_mask(mask.data());
           r.mask.push_back(micros(Clock::now() - a));
+          if (list_slow) r.where.push_back(fmt::format("{} | {}", c["schema"].dump(), before));
+          if (list_slow) before += vocab->bytes(id);
           if (!((mask[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u) || !m.advance(id)) {
             ++r.refused;
             break;
@@ -253,7 +260,7 @@ int suite_main(const Options& opt) {
   fmt::print("vocabulary: {} entries, loaded in {:.0f} ms\n", vocab->size(), micros(Clock::now() - t0) / 1000);
   SuiteRun best;
   for (int rep = 0; rep < opt.repeats; ++rep) {
-    SuiteRun run = run_suite(files, vocab);
+    SuiteRun run = run_suite(files, vocab, opt.slowest > 0);
     if (rep == 0) {
       best = std::move(run);
       continue;
@@ -267,6 +274,14 @@ int suite_main(const Options& opt) {
   fmt::print("compile (us, warm tokenizer)      p50 {:8.0f}  p99 {:8.0f}  max {:9.0f}  ({} schemas)\n", percentile(best.compile, 50),
              percentile(best.compile, 99), percentile(best.compile, 100), best.compile.size());
   fmt::print("(per mask and per compile: the minimum over {} repeats of the whole walk)\n", opt.repeats);
+  if (opt.slowest > 0) {
+    std::vector<size_t> order(best.mask.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const size_t n = std::min(order.size(), static_cast<size_t>(opt.slowest));
+    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(n), order.end(),
+                      [&](size_t a, size_t b) { return best.mask[a] > best.mask[b]; });
+    for (size_t i = 0; i < n; ++i) fmt::print("{:9.1f} us  {}\n", best.mask[order[i]], best.where[order[i]].substr(0, 400));
+  }
   return best.refused == 0 ? 0 : 1;
 }
 

@@ -51,7 +51,8 @@ int check_all_tokens(Matcher& m, const std::string& where) {
 }
 
 // All one-byte tokens, every DeepSeek token made only of JSON punctuation, digits, quotes and
-// whitespace, and a fixed sample of the others (~6,000 tokens: each full check is cheap).
+// whitespace, the longest ones (they set how far a length bound's window reaches), and a fixed
+// sample of the others (~6,000 tokens: each full check is cheap).
 std::shared_ptr<const TokenVocabulary> reduced_vocabulary() {
   static std::shared_ptr<const TokenVocabulary> vocab = [] {
     auto full = testing::deepseek_vocabulary();
@@ -63,7 +64,7 @@ std::shared_ptr<const TokenVocabulary> reduced_vocabulary() {
       std::string_view b = full->bytes(id);
       bool keep = full->is_eos(id) || b.size() == 1 ||
                   (!b.empty() && b.find_first_not_of("{}[]\":,0123456789.-+eE \n\t\\/ntrufalse") == std::string_view::npos) ||
-                  rng() % 32 == 0;
+                  b.size() >= 48 || rng() % 32 == 0;
       if (!keep) continue;
       if (full->is_eos(id)) eos.push_back(static_cast<int32_t>(bytes.size()));
       bytes.emplace_back(b);
@@ -93,6 +94,32 @@ TEST(MaskAcceptance, ObjectWithManyPropertiesAfterAnAdditionalValue) {
     bool accepted = m.advance(id).has_value();
     EXPECT_TRUE(accepted) << prefix << token;
     EXPECT_EQ(bit(mask, id), accepted) << prefix << " then " << token;
+  }
+}
+
+TEST(MaskAcceptance, PositionsOfBoundedRepetitionsThatShareShortWalks) {
+  // A hostname label's positions (and a bounded pattern's) that agree on all short strings share
+  // one walk of the short tokens (bounded_classes); every position must still get its own mask,
+  // up to and across the bounds. Every byte position of each text is checked with every token.
+  const std::string label63 = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0";
+  const std::pair<const char*, std::string> cases[] = {
+      {R"({"type":"string","format":"hostname"})", "\"" + label63 + ".a-b" + label63.substr(0, 20) + "\""},
+      {R"({"type":"string","format":"hostname","maxLength":70})", "\"" + label63.substr(0, 40) + "." + label63.substr(0, 28) + "\""},
+      {R"({"type":"string","pattern":"^[a-z0-9]{0,40}x$"})", "\"" + label63.substr(0, 40) + "x\""},
+      {R"({"type":"string","pattern":"^[a-z]{0,20}x$"})", "\"" + label63.substr(0, 20) + "x\""},
+      {R"({"type":"string","pattern":"^(ab){0,30}c$","minLength":12})", "\"abababababababababababc\""},
+  };
+  GrammarCompiler compiler(reduced_vocabulary());
+  for (const auto& [schema, text] : cases) {
+    auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+    ASSERT_TRUE(g) << schema << ": " << g.error().message;
+    int failures = 0;
+    for (size_t end = 0; end < text.size() && failures == 0; ++end) {
+      Matcher m(g.value());
+      ASSERT_TRUE(m.advance_bytes(text.substr(0, end))) << schema << " " << text.substr(0, end);
+      failures += check_all_tokens(m, fmt::format("{} after '{}'", schema, text.substr(0, end)));
+    }
+    EXPECT_EQ(failures, 0) << schema;
   }
 }
 
