@@ -225,6 +225,11 @@ Result<void> CountedDfa::tabulate_counts() {
     all = all && least <= c.preperiod_;
     c.cofinite_[s] = all ? 1 : 0;
     c.least_[s] = least;
+    // A closed string (accepting, every byte refused) completes with count 0 alone.
+    bool closed = c.accepting_[s] != 0;
+    for (uint32_t k = 0; k < c.num_classes_ && closed; ++k) closed = (c.table_[size_t{s} * c.num_classes_ + k] & kStateMask) == kDead;
+    c.cofinite_or_closed_ = c.cofinite_or_closed_ && (all || closed);
+    if (all) c.max_least_ = std::max(c.max_least_, least);
   }
   return ok();
 }

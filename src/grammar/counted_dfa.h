@@ -63,6 +63,12 @@ class CountedDfa {
   // alive() for a position `k` counts into a token, with the remaining window `w`.
   bool alive_in(uint32_t state, uint32_t k, const Window& w) const;
   bool complete_in(uint32_t state, uint32_t k, const Window& w) const { return accepting_[state] && k >= w.lo && k <= w.hi; }
+  bool accepting(uint32_t state) const { return accepting_[state] != 0; }
+  // Whether only the window's minimum can matter within `depth` counts: every state completes with
+  // any count from its least on (the maximum is beyond them all) or is a closed string. alive_in(s,
+  // k, w) is then s != kDead, or complete_in for a closed string: a walk differs from the string
+  // DFA's only where the closing quote comes too early.
+  bool only_minimum(const Window& w, uint32_t depth) const { return cofinite_or_closed_ && uint64_t{w.hi} >= uint64_t{depth} + max_least_; }
 
   // States alike on strings of at most `depth` bytes (bounded_classes of residual_keys.h, with the
   // count steps and the counts each state can still complete with): a walk over tokens that short
@@ -99,6 +105,8 @@ class CountedDfa {
   // next_member is max(x, least).
   std::vector<uint8_t> cofinite_;
   std::vector<uint32_t> least_;
+  bool cofinite_or_closed_ = true;  // every state but the dead one
+  uint32_t max_least_ = 0;
   std::vector<uint32_t> string_state_;
   Dfa::Fingerprint fingerprint_;
 };

@@ -52,7 +52,12 @@ size_t mask_bytes(const TerminalStateMask& m) {
 }  // namespace
 
 std::shared_ptr<TerminalMaskTable> TerminalMaskTable::create(std::shared_ptr<const TokenVocabulary> vocab) {
-  return std::shared_ptr<TerminalMaskTable>(new TerminalMaskTable(std::move(vocab)));
+  auto table = std::shared_ptr<TerminalMaskTable>(new TerminalMaskTable(std::move(vocab)));
+  const TokenVocabulary& v = *table->vocab_;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v.bytes(static_cast<int32_t>(i)).ends_with('"')) table->quote_ending_.push_back(static_cast<int32_t>(i));
+  }
+  return table;
 }
 
 void TerminalMaskTable::keep(std::shared_ptr<const void> entry, size_t bytes) {
@@ -222,6 +227,7 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::compute_counted(uint32_t
   ResidualKey key = counted_key(cd, state, w, 1);
   if (auto known = table_->find(key)) return known;
   const TokenVocabulary& vocab = table_->vocabulary();
+  if (cd.only_minimum(w, depth_)) return table_->insert(key, minimum_only_mask(state, w));
   // Short tokens see only the window over kShortTokenBytes: shared by more positions.
   CountedDfa::Window near = cd.narrow(w, TokenVocabulary::kShortTokenBytes);
   const bool classed = !counted_classes_.empty() && counted_classes_[state] != kNoClass;
@@ -239,6 +245,47 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::compute_counted(uint32_t
   mask->short_exits = short_part->exits;
   mask->long_exits = std::move(long_part.exits);
   return table_->insert(key, std::move(mask));
+}
+
+// The string DFA's mask without what closes the string before the window's minimum (tokens that
+// end with the closing quote, exits at it): the string body's mask is shared by all strings, so a
+// minLength costs a pass over the quote-ending tokens instead of walks of the tries.
+std::shared_ptr<const TerminalStateMask> TerminalMasks::minimum_only_mask(uint32_t state, const CountedDfa::Window& w) const {
+  const CountedDfa& cd = *counted_;
+  const TerminalStateMask& plain = plain_state_mask(cd.string_state(state));
+  const TokenVocabulary& vocab = table_->vocabulary();
+  // Whether `bytes` from `state` close the string too early (a quote that is not the closing one
+  // leaves the DFA open: nothing to drop).
+  auto closes_short = [&](std::string_view bytes) {
+    uint32_t s = state, k = 0;
+    for (unsigned char b : bytes) {
+      const uint32_t e = cd.transitions()[static_cast<size_t>(s) * cd.num_classes() + cd.byte_classes()[b]];
+      s = e & CountedDfa::kStateMask;
+      k += (e >> 30) & 1u;
+      if (s == CountedDfa::kDead) return false;
+    }
+    return cd.accepting(s) && !cd.complete_in(s, k, w);
+  };
+  std::vector<uint32_t> words(vocab.mask_words(), 0);
+  plain.inside.or_into(words.data());
+  for (int32_t t : table_->quote_ending_tokens()) {
+    uint32_t& word = words[static_cast<size_t>(t) >> 5];
+    if (((word >> (t & 31)) & 1u) && closes_short(vocab.bytes(t))) word &= ~(1u << (t & 31));
+  }
+  auto mask = std::make_shared<TerminalStateMask>();
+  mask->inside = TokenSet::from_mask(words.data(), words.size());
+  // An exit node's bytes: a prefix of every token below it (it has children, so some token is there).
+  auto keep_exit = [&](const TokenTrie& trie, uint32_t node) {
+    const TokenTrie::Node* nodes = trie.nodes();
+    uint32_t j = node;
+    while (nodes[j].token < 0) ++j;
+    return !closes_short(vocab.bytes(nodes[j].token).substr(0, nodes[node].depth));
+  };
+  for (uint32_t e : plain.short_exits)
+    if (keep_exit(vocab.short_trie(), e)) mask->short_exits.push_back(e);
+  for (uint32_t e : plain.long_exits)
+    if (keep_exit(vocab.long_trie(), e)) mask->long_exits.push_back(e);
+  return mask;
 }
 
 void TerminalMasks::walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state,

@@ -75,6 +75,8 @@ class TerminalMaskTable : public std::enable_shared_from_this<TerminalMaskTable>
   void find_parts(const std::vector<ResidualKey>& keys, std::vector<std::shared_ptr<const SubtreePart>>& out);
   std::shared_ptr<const SubtreePart> insert_part(const ResidualKey& key, std::shared_ptr<const SubtreePart> part);
   const TokenVocabulary& vocabulary() const { return *vocab_; }
+  // The tokens whose last byte is '"' (those that may close a string).
+  const std::vector<int32_t>& quote_ending_tokens() const { return quote_ending_; }
 
  private:
   explicit TerminalMaskTable(std::shared_ptr<const TokenVocabulary> vocab) : vocab_(std::move(vocab)) {}
@@ -94,6 +96,7 @@ class TerminalMaskTable : public std::enable_shared_from_this<TerminalMaskTable>
   using Interned = std::unordered_map<ResidualKey, std::weak_ptr<const T>, KeyHash>;
 
   std::shared_ptr<const TokenVocabulary> vocab_;
+  std::vector<int32_t> quote_ending_;
   std::mutex mutex_;
   std::unordered_map<Dfa::Fingerprint, std::weak_ptr<TerminalMasks>, FingerprintHash> terminals_, counted_terminals_;
   std::unordered_map<Dfa::Fingerprint, std::weak_ptr<ResidualKeys>, FingerprintHash> residual_keys_;
@@ -121,6 +124,7 @@ class TerminalMasks {
   const TerminalStateMask& plain_state_mask(uint32_t state) const;  // of the DFA's state
   std::shared_ptr<const TerminalStateMask> compute(uint32_t state) const;
   std::shared_ptr<const TerminalStateMask> compute_counted(uint32_t state, const CountedDfa::Window& w) const;
+  std::shared_ptr<const TerminalStateMask> minimum_only_mask(uint32_t state, const CountedDfa::Window& w) const;
   // The subtree parts of `trie` from `state` (appended to `parts`) and their exits.
   void walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state, std::vector<std::shared_ptr<const SubtreePart>>& parts,
                         std::vector<uint32_t>& exits) const;

@@ -3,7 +3,8 @@
 // step spent planning it (scheduler and bookkeeping) rather than in the forward.
 //
 //   engine_bench [--model DIR] [--device cpu|cuda] [--prompt 64] [--gen 32] [--threads 0]
-//                [--temperature 0] [--top-p 1]   (temperature 0: greedy)
+//                [--temperature 0] [--top-p 1] [--top-k 0] [--repetition-penalty 1]
+//                                   (temperature 0: greedy)
 //                [--dummy-weights]  (--model is then a config.json: random weights of that shape)
 //                [--host-sampling]  (sample on the host where the backend would sample: the
 //                                    engine option host_sampling)
@@ -24,7 +25,8 @@ using namespace deepinfer;
 int main(int argc, char** argv) {
   std::string model = DEEPINFER_DEFAULT_MODEL, device = "cpu";
   int prompt = 64, gen = 32, threads = 0;
-  float temperature = 0.0f, top_p = 1.0f;
+  float temperature = 0.0f, top_p = 1.0f, repetition = 1.0f;
+  int top_k = 0;
   bool dummy_weights = false, host_sampling = false;
   std::vector<int> concurrency = {1, 4, 16, 64};
   for (int i = 1; i < argc; i += 2) {
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--temperature")) temperature = std::strtof(argv[i + 1], nullptr);
     else if (!std::strcmp(argv[i], "--top-p")) top_p = std::strtof(argv[i + 1], nullptr);
+    else if (!std::strcmp(argv[i], "--top-k")) top_k = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repetition-penalty")) repetition = std::strtof(argv[i + 1], nullptr);
     else if (!std::strcmp(argv[i], "--concurrency")) {
       concurrency.clear();
       for (const char* p = argv[i + 1]; *p;) {
@@ -61,8 +65,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g%s\n\n", model.c_str(),
-              device.c_str(), prompt, gen, temperature, top_p, host_sampling ? ", sampled on the host" : "");
+  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g, top_k %d, repetition %g%s\n\n",
+              model.c_str(), device.c_str(), prompt, gen, temperature, top_p, top_k, repetition, host_sampling ? ", sampled on the host" : "");
   std::printf("| concurrent | requests/s | generated tok/s | total tok/s | steps | planning share of step |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int concurrent : concurrency) {
@@ -103,6 +107,8 @@ int main(int argc, char** argv) {
     p.ignore_eos = true;
     p.temperature = temperature;
     p.top_p = top_p;
+    p.top_k = top_k;
+    p.repetition_penalty = repetition;
     p.seed = 1;
     const auto before = engine.value()->stats();
     auto t0 = std::chrono::steady_clock::now();

@@ -99,8 +99,9 @@ TEST(MaskAcceptance, ObjectWithManyPropertiesAfterAnAdditionalValue) {
 
 TEST(MaskAcceptance, PositionsOfBoundedRepetitionsThatShareShortWalks) {
   // A hostname label's positions (and a bounded pattern's) that agree on all short strings share
-  // one walk of the short tokens (bounded_classes); every position must still get its own mask,
-  // up to and across the bounds. Every byte position of each text is checked with every token.
+  // one walk of the short tokens (bounded_classes); strings with a minimum length only reuse the
+  // string body's mask. Every position must still get its own mask, up to and across the bounds:
+  // every byte position of each text is checked with every token.
   const std::string label63 = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0";
   const std::pair<const char*, std::string> cases[] = {
       {R"({"type":"string","format":"hostname"})", "\"" + label63 + ".a-b" + label63.substr(0, 20) + "\""},
@@ -108,6 +109,9 @@ TEST(MaskAcceptance, PositionsOfBoundedRepetitionsThatShareShortWalks) {
       {R"({"type":"string","pattern":"^[a-z0-9]{0,40}x$"})", "\"" + label63.substr(0, 40) + "x\""},
       {R"({"type":"string","pattern":"^[a-z]{0,20}x$"})", "\"" + label63.substr(0, 20) + "x\""},
       {R"({"type":"string","pattern":"^(ab){0,30}c$","minLength":12})", "\"abababababababababababc\""},
+      // Only the minimum matters: the string body's mask with its exits filtered by the count.
+      {R"({"type":"string","minLength":5})", "\"a\\u00e9\\\"cdef\""},
+      {R"({"type":"object","additionalProperties":{"type":"string","minLength":3}})", "{\"k\":\"x\\ny\",\"l\":\"\\u0041bc\"}"},
   };
   GrammarCompiler compiler(reduced_vocabulary());
   for (const auto& [schema, text] : cases) {
