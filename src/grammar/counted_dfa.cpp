@@ -4,7 +4,6 @@
 #include "grammar/residual_keys.h"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -288,13 +287,35 @@ std::vector<uint32_t> CountedDfa::bounded_classes(uint32_t depth) const {
   // Round 0: dead, accepting, and the counts that can still complete (what alive_in reads).
   const auto n = static_cast<uint32_t>(accepting_.size());
   const uint32_t span = preperiod_ + period_;
-  std::map<std::vector<uint32_t>, uint32_t> ids;
-  std::vector<uint32_t> cls(n), profile;
+  auto row = [&](uint32_t s) { return next_.data() + size_t{s} * span; };
+  auto same = [&](uint32_t a, uint32_t b) {
+    if ((a == kDead) != (b == kDead) || accepting_[a] != accepting_[b] || cofinite_[a] != cofinite_[b]) return false;
+    return cofinite_[a] ? least_[a] == least_[b] : std::equal(row(a), row(a) + span, row(b));
+  };
+  std::vector<uint64_t> sig(n);
+  std::vector<uint32_t> order(n), cls(n), reps;
   for (uint32_t s = 0; s < n; ++s) {
-    profile.assign({s == kDead ? 1u : 0u, accepting_[s], cofinite_[s], cofinite_[s] ? least_[s] : 0u});
-    if (!cofinite_[s]) profile.insert(profile.end(), next_.begin() + static_cast<ptrdiff_t>(size_t{s} * span),
-                                      next_.begin() + static_cast<ptrdiff_t>(size_t{s + 1} * span));
-    cls[s] = ids.emplace(profile, static_cast<uint32_t>(ids.size())).first->second;
+    uint64_t h = hash_mix(hash_mix(0x6a09e667f3bcc909ull, s == kDead), accepting_[s] * 2 + cofinite_[s]);
+    if (cofinite_[s]) {
+      h = hash_mix(h, least_[s]);
+    } else {
+      for (uint32_t j = 0; j < span; ++j) h = hash_mix(h, row(s)[j]);
+    }
+    sig[s] = h;
+    order[s] = s;
+  }
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return sig[a] != sig[b] ? sig[a] < sig[b] : a < b; });
+  uint32_t classes = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t s = order[i];
+    if (i == 0 || sig[order[i - 1]] != sig[s]) reps.clear();
+    auto it = std::find_if(reps.begin(), reps.end(), [&](uint32_t r) { return same(r, s); });
+    if (it != reps.end()) {
+      cls[s] = cls[*it];
+    } else {
+      cls[s] = classes++;
+      reps.push_back(s);
+    }
   }
   return refine_classes(std::move(cls), table_.data(), num_classes_, kStateMask, depth);
 }

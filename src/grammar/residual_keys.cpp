@@ -1,6 +1,7 @@
 #include "grammar/residual_keys.h"
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -113,8 +114,14 @@ std::vector<uint32_t> refine_classes(std::vector<uint32_t> cls, const uint32_t* 
   auto label = [&](uint32_t e) { return (uint64_t{cls[e & target_mask]} << 32) | (e & ~target_mask); };
   size_t count = 0;
   for (uint32_t c : cls) count = std::max<size_t>(count, size_t{c} + 1);
-  std::vector<uint32_t> next(n);
-  std::unordered_map<uint64_t, std::vector<uint32_t>> reps;  // signature hash -> first state of each new class
+  // Per round, the new classes by signature: an open-addressing table (stamped per round, so never
+  // cleared) whose entries head lists of the classes' first states (signatures may collide).
+  constexpr uint32_t kNone = UINT32_MAX;
+  const size_t slots = std::bit_ceil(size_t{2} * n + 2);
+  std::vector<uint64_t> slot_sig(slots);
+  std::vector<uint32_t> slot_head(slots), slot_round(slots, 0), rep_next(n), next(n), members;
+  std::vector<uint64_t> weight(nc);
+  for (uint32_t c = 0; c < nc; ++c) weight[c] = hash_mix(0xbb67ae8584caa73bull, c) | 1;
   for (uint32_t round = 0; round < rounds; ++round) {
     auto same = [&](uint32_t a, uint32_t b) {
       if (cls[a] != cls[b]) return false;
@@ -123,19 +130,33 @@ std::vector<uint32_t> refine_classes(std::vector<uint32_t> cls, const uint32_t* 
       }
       return true;
     };
-    reps.clear();
+    // A state alone in its class stays alone (refinement only splits): it keeps a class of its
+    // own without being compared, so later rounds touch the states still grouped.
+    members.assign(count, 0);
+    for (uint32_t c : cls) ++members[c];
     uint32_t classes = 0;
     for (uint32_t s = 0; s < n; ++s) {
-      uint64_t h = hash_mix(0x3c6ef372fe94f82bull, cls[s]);
-      for (uint32_t c = 0; c < nc; ++c) h = hash_mix(h, label(entry(s, c)));
-      std::vector<uint32_t>& candidates = reps[h];
-      auto it = std::find_if(candidates.begin(), candidates.end(), [&](uint32_t r) { return same(r, s); });
-      if (it != candidates.end()) {
-        next[s] = next[*it];
-      } else {
+      if (members[cls[s]] == 1) {
         next[s] = classes++;
-        candidates.push_back(s);
+        continue;
       }
+      // Independent products (no chain of dependent mixes); equal signatures are checked by same().
+      uint64_t h = hash_mix(0x3c6ef372fe94f82bull, cls[s]);
+      for (uint32_t c = 0; c < nc; ++c) h += label(entry(s, c)) * weight[c];
+      h = hash_mix(h, 0);
+      size_t i = h & (slots - 1);
+      while (slot_round[i] == round + 1 && slot_sig[i] != h) i = (i + 1) & (slots - 1);
+      uint32_t r = slot_round[i] == round + 1 ? slot_head[i] : kNone;
+      while (r != kNone && !same(r, s)) r = rep_next[r];
+      if (r != kNone) {
+        next[s] = next[r];
+        continue;
+      }
+      next[s] = classes++;
+      rep_next[s] = slot_round[i] == round + 1 ? slot_head[i] : kNone;
+      slot_round[i] = round + 1;
+      slot_sig[i] = h;
+      slot_head[i] = s;
     }
     cls.swap(next);
     if (classes == count) break;  // stable: longer strings split nothing either

@@ -13,7 +13,11 @@
 //   after its first character) walks only those subtrees;
 // - tokens of at most TokenVocabulary::kShortTokenBytes bytes are walked once per behaviour on
 //   strings up to that length (in large automata such as unrolled length counters, every state
-//   with 16 or more characters left shares that walk).
+//   with 16 or more characters left shares that walk): canonically across automata where the
+//   unfolding is small, else within one automaton by bounded_classes (the positions of a
+//   hostname's 63-character labels, of `[a-z]{0,40}`);
+// - a string whose length bound can only demand more characters (a minLength) takes the string
+//   body's mask, less what closes the string too early.
 // What was computed stays in a byte-bounded pool after the grammars that used it are gone, so
 // later grammars find it.
 #pragma once
