@@ -6,13 +6,18 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
+#include <vector>
 
 namespace deepinfer {
 
 struct TokenOccurrences {
   int32_t output_count = 0;  // times generated (presence and frequency penalties)
   bool in_prompt = false;    // repetition penalty also counts prompt tokens
+};
+
+struct SeenToken {
+  int32_t token;
+  TokenOccurrences seen;
 };
 
 // Copyable: the n completions of one prompt start from copies of the prompt's state. After a
@@ -28,15 +33,18 @@ class SequenceSamplingState {
 
   int32_t num_generated() const { return num_generated_; }
   int32_t vocab_size() const { return vocab_size_; }
-  // Every token seen in the prompt or the output; iteration order is unspecified.
-  const std::unordered_map<int32_t, TokenOccurrences>& occurrences() const { return occurrences_; }
+  // Every token seen in the prompt or the output, by ascending id (the device sampler's edit lists
+  // merge it as it is instead of sorting it every step).
+  std::span<const SeenToken> occurrences() const { return occurrences_; }
+  // One token's occurrences, or null when it was never seen.
+  const TokenOccurrences* find(int32_t token) const;
 
  private:
   explicit SequenceSamplingState(int32_t vocab_size) : vocab_size_(vocab_size) {}
 
   int32_t vocab_size_;
   int32_t num_generated_ = 0;
-  std::unordered_map<int32_t, TokenOccurrences> occurrences_;
+  std::vector<SeenToken> occurrences_;  // sorted by token
 };
 
 }  // namespace deepinfer

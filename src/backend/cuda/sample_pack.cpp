@@ -70,10 +70,16 @@ void SamplePack::add_edits(const RowSampling& row) {
     if (!p.ignore_eos)
       for (int32_t t : row.eos_token_ids) edits_.push_back({t, kn::kEditBanned, 0.0f, 0});
   }
-  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
+  auto by_token = [](const kn::SampleEdit& a, const kn::SampleEdit& b) { return a.token < b.token; };
+  std::sort(edits_.begin() + static_cast<std::ptrdiff_t>(first), edits_.end(), by_token);
+  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    // The seen tokens (prompt and output: hundreds) come sorted: merged, not sorted again.
+    const size_t mid = edits_.size();
     for (const auto& [t, seen] : st.occurrences()) edits_.push_back({t, kn::kEditSeen, 0.0f, seen.output_count});
+    std::inplace_merge(edits_.begin() + static_cast<std::ptrdiff_t>(first), edits_.begin() + static_cast<std::ptrdiff_t>(mid), edits_.end(),
+                       by_token);
+  }
   const auto begin = edits_.begin() + static_cast<std::ptrdiff_t>(first);
-  std::sort(begin, edits_.end(), [](const kn::SampleEdit& a, const kn::SampleEdit& b) { return a.token < b.token; });
   auto kept = begin;  // merges the entries of one token (each list names a token at most once, but allowed ids may repeat)
   for (auto it = begin; it != edits_.end(); ++it) {
     if (it != begin && it->token == (kept - 1)->token) {

@@ -14,17 +14,22 @@ TEST(SequenceSamplingState, CountsPromptAndOutputTokensSeparately) {
   SequenceSamplingState state = std::move(created).value();
   EXPECT_EQ(state.num_generated(), 0);
   EXPECT_EQ(state.occurrences().size(), 2u);
-  EXPECT_TRUE(state.occurrences().at(5).in_prompt);
-  EXPECT_EQ(state.occurrences().at(5).output_count, 0);
+  EXPECT_TRUE(state.find(5)->in_prompt);
+  EXPECT_EQ(state.find(5)->output_count, 0);
 
   ASSERT_TRUE(state.append_output(7));
   ASSERT_TRUE(state.append_output(2));
   ASSERT_TRUE(state.append_output(2));
   EXPECT_EQ(state.num_generated(), 3);
-  EXPECT_EQ(state.occurrences().at(7).output_count, 1);
-  EXPECT_TRUE(state.occurrences().at(7).in_prompt);
-  EXPECT_EQ(state.occurrences().at(2).output_count, 2);
-  EXPECT_FALSE(state.occurrences().at(2).in_prompt);
+  EXPECT_EQ(state.find(7)->output_count, 1);
+  EXPECT_TRUE(state.find(7)->in_prompt);
+  EXPECT_EQ(state.find(2)->output_count, 2);
+  EXPECT_FALSE(state.find(2)->in_prompt);
+  EXPECT_EQ(state.find(3), nullptr);
+  // Ascending ids: what the device sampler's edit lists merge without sorting.
+  std::vector<int32_t> ids;
+  for (const auto& [t, seen] : state.occurrences()) ids.push_back(t);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 5, 7}));
 }
 
 TEST(SequenceSamplingState, CopiesAreIndependentCompletions) {
@@ -35,7 +40,9 @@ TEST(SequenceSamplingState, CopiesAreIndependentCompletions) {
   ASSERT_TRUE(first.append_output(3));
   EXPECT_EQ(first.num_generated(), 1);
   EXPECT_EQ(second.num_generated(), 0);
-  EXPECT_EQ(second.occurrences().count(3), 0u);
+  EXPECT_EQ(second.find(3), nullptr);
+  ASSERT_NE(first.find(3), nullptr);
+  EXPECT_EQ(first.find(3)->output_count, 1);
 }
 
 TEST(SequenceSamplingState, RejectsIdsOutsideTheVocabulary) {
