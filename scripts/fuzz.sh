@@ -12,7 +12,7 @@
 # Long runs (the corpus in build-fuzz/corpus/ grows across runs), e.g. an hour per target:
 #   nice -n 19 scripts/fuzz.sh --seconds 3600
 # FUZZ_RSS_MB (default 2560) is the process's memory limit. Under ASan a grammar_ebnf process grew
-# to 2.7 GB in 50 minutes (its last input: 284 MB alone under ASan, 26 MB in a release build; the
+# to 2.7 GB in 50 minutes (its last input: ~300 MB alone under ASan, 26 MB in a release build; the
 # whole corpus replays in 38 MB with build/tests/fuzz/replay_grammar_ebnf): raise it for long runs,
 # and replay an "oom" finding in a release build before calling it a defect.
 set -euo pipefail
