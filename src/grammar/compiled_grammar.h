@@ -30,9 +30,21 @@ class CompiledGrammar {
   const Grammar& grammar() const { return grammar_; }
   const TokenVocabulary& vocabulary() const { return *vocab_; }
 
+  // The masks of the terminal a terminal core waits on.
+  const TerminalMasks& terminal_masks(uint32_t core) const { return *terminal_masks_[grammar_.core_symbol(core)]; }
   // Cached; `scratch` is a chart over this grammar that may be reset. `count` is the item's count
-  // in a counted terminal (else 0).
-  const CoreMask& core_mask(uint32_t core, uint32_t state, uint32_t count, EarleyChart& scratch) const;
+  // in a counted terminal (else 0). `exits`, where given, is the terminal's state mask or
+  // TerminalMasks::state_exits (only its exits are read).
+  const CoreMask& core_mask(uint32_t core, uint32_t state, uint32_t count, EarleyChart& scratch,
+                            const TerminalStateMask* exits = nullptr) const;
+  // The automaton of the union of plain terminals' languages from their states (sorted, distinct,
+  // at least two), started at its start state: its insides are the union of theirs, its exits
+  // include theirs. Null where it would be too large. Kept per grammar, in kMaxUnions entries.
+  using TerminalState = std::pair<const TerminalMasks*, uint32_t>;
+  std::shared_ptr<const TerminalMasks> union_terminal(const std::vector<TerminalState>& parts) const;
+  static constexpr size_t kMaxUnions = 4096;
+  static constexpr size_t kMaxUnionStates = 4096;
+  static constexpr uint32_t kMaxUnionPartStates = 256;  // of each part's DFA
   std::shared_ptr<const TokenSet> find_state_mask(const ChartSignature& sig) const;
   void store_state_mask(const ChartSignature& sig, std::shared_ptr<const TokenSet> mask) const;
 
@@ -44,6 +56,13 @@ class CompiledGrammar {
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<std::shared_ptr<TerminalMasks>> terminal_masks_;  // per terminal id
+  std::shared_ptr<TerminalMaskTable> table_;
+
+  struct UnionHash {
+    size_t operator()(const std::vector<TerminalState>& parts) const;
+  };
+  mutable std::shared_mutex union_mutex_;
+  mutable std::unordered_map<std::vector<TerminalState>, std::shared_ptr<const TerminalMasks>, UnionHash> unions_;
 
   mutable std::shared_mutex core_mutex_;
   struct CoreKey {

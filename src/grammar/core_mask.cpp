@@ -39,7 +39,6 @@ void walk_exits(const TokenTrie& trie, const std::vector<uint32_t>& exits, Earle
 
 CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenVocabulary& vocab, EarleyChart& scratch) {
   CoreMask out;
-  out.terminal = &terminal;
   if (terminal.short_exits.empty() && terminal.long_exits.empty()) return out;
   // After an exit the terminal is complete: continue from the item past it.
   scratch.start_context_free(core + 1);

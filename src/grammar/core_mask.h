@@ -11,13 +11,13 @@
 
 namespace deepinfer::grammar {
 
+// (The tokens consumed inside the terminal are its TerminalStateMask::inside.)
 struct CoreMask {
-  const TerminalStateMask* terminal = nullptr;  // tokens consumed inside the terminal
   std::vector<int32_t> accepted;   // tokens that end the terminal and continue validly after it
   std::vector<int32_t> uncertain;  // tokens valid only for some parent contexts: decided at run time
 };
 
-// `scratch` is any chart over the same grammar; it is reset.
+// From `terminal`'s exits only; `scratch` is any chart over the same grammar; it is reset.
 CoreMask compute_core_mask(uint32_t core, const TerminalStateMask& terminal, const TokenVocabulary& vocab, EarleyChart& scratch);
 
 }  // namespace deepinfer::grammar

@@ -29,15 +29,26 @@ struct RawDfa {
 
 // Byte classes: bytes that no partition in `maps` tells apart share a class.
 void combine_classes(const std::vector<const std::array<uint8_t, 256>*>& maps, RawDfa& out) {
-  std::unordered_map<uint64_t, uint8_t> ids;
-  for (int b = 0; b < 256; ++b) {
-    uint64_t key = 0;
-    for (const auto* m : maps) key = key * 257 + (*m)[b];
-    auto [it, inserted] = ids.emplace(key, static_cast<uint8_t>(ids.size()));
-    out.byte_class[b] = it->second;
-    if (inserted) out.class_rep[it->second] = static_cast<uint8_t>(b);
+  // One map at a time: a class so far (< 256) and the map's class make an exact key.
+  std::array<uint16_t, 256> cls{};
+  uint32_t n = 1;
+  for (const auto* m : maps) {
+    std::unordered_map<uint32_t, uint16_t> ids;
+    for (int b = 0; b < 256; ++b) {
+      auto [it, inserted] = ids.emplace(uint32_t{cls[b]} << 8 | (*m)[b], static_cast<uint16_t>(ids.size()));
+      cls[b] = it->second;
+    }
+    n = static_cast<uint32_t>(ids.size());
   }
-  out.num_classes = static_cast<uint32_t>(ids.size());
+  std::array<bool, 256> seen{};
+  for (int b = 0; b < 256; ++b) {
+    out.byte_class[b] = static_cast<uint8_t>(cls[b]);
+    if (!seen[cls[b]]) {
+      seen[cls[b]] = true;
+      out.class_rep[cls[b]] = static_cast<uint8_t>(b);
+    }
+  }
+  out.num_classes = n;
 }
 
 struct VectorHash {
@@ -447,6 +458,48 @@ class DfaBuilder {
     return checked_finish(std::move(r));
   }
 
+  static Result<Dfa> unite_residuals(std::span<const Dfa::Residual> parts, size_t max_states) {
+    RawDfa r;
+    std::vector<const std::array<uint8_t, 256>*> maps;
+    for (const auto& p : parts) maps.push_back(&p.dfa->byte_class_);
+    combine_classes(maps, r);
+    const size_t k = parts.size();
+    // State i stands for the tuple tuples[i * k, (i + 1) * k) of the parts' states.
+    std::vector<uint32_t> tuples(k, 0), tuple(k);
+    std::unordered_map<std::vector<uint32_t>, uint32_t, VectorHash> ids;
+    r.add_state(false);
+    auto intern = [&]() -> Result<uint32_t> {
+      bool any = false, accept = false;
+      for (size_t j = 0; j < k; ++j) {
+        any |= tuple[j] != Dfa::kDead;
+        accept |= tuple[j] != Dfa::kDead && parts[j].dfa->accepting(tuple[j]);
+      }
+      if (!any) return Dfa::kDead;
+      auto it = ids.find(tuple);
+      if (it != ids.end()) return it->second;
+      if (r.num_states() >= max_states) return make_error(Code::kGrammar, "union too large (more than {} DFA states)", max_states);
+      uint32_t id = r.add_state(accept);
+      ids.emplace(tuple, id);
+      tuples.insert(tuples.end(), tuple.begin(), tuple.end());
+      return id;
+    };
+    for (size_t j = 0; j < k; ++j) tuple[j] = parts[j].state;
+    DI_TRY(start, intern());
+    r.start = start;
+    for (uint32_t i = 1; i < r.num_states(); ++i) {
+      for (uint32_t c = 0; c < r.num_classes; ++c) {
+        const uint8_t byte = r.class_rep[c];
+        for (size_t j = 0; j < k; ++j) {
+          const uint32_t s = tuples[i * k + j];
+          tuple[j] = s == Dfa::kDead ? Dfa::kDead : parts[j].dfa->next(s, byte);
+        }
+        DI_TRY(t, intern());
+        r.at(i, c) = t;
+      }
+    }
+    return checked_finish(std::move(r));
+  }
+
   // finish() with its minimization charged to the compile budget.
   static Result<Dfa> checked_finish(RawDfa raw, bool minimize = true) {
     DI_TRYV(CompileBudget::spend(static_cast<uint64_t>(raw.num_states()) * raw.num_classes * 4));
@@ -507,6 +560,10 @@ Result<Dfa> Dfa::subtract(const Dfa& a, const Dfa& b, size_t max_states) {
 
 Result<Dfa> Dfa::unite(const Dfa& a, const Dfa& b, size_t max_states) {
   return DfaBuilder::product(a, b, max_states, true, true, [](bool x, bool y) { return x || y; });
+}
+
+Result<Dfa> Dfa::unite_residuals(std::span<const Residual> parts, size_t max_states) {
+  return DfaBuilder::unite_residuals(parts, max_states);
 }
 
 Result<Dfa> Dfa::repeat(const Dfa& unit, uint32_t min, uint32_t max, size_t max_states) {

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ class Dfa {
   static Result<Dfa> intersect(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> subtract(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
   static Result<Dfa> unite(const Dfa& a, const Dfa& b, size_t max_states = kDefaultMaxStates);
+  // One automaton's language from one of its states.
+  struct Residual {
+    const Dfa* dfa;
+    uint32_t state;
+  };
+  // The union of the residual languages of `parts` (minimal and trimmed).
+  static Result<Dfa> unite_residuals(std::span<const Residual> parts, size_t max_states = kDefaultMaxStates);
   // unit{min,max} for a prefix-free unit (no complete word extends to another; accepting states
   // have no live transitions), built by counting completed units. max may be kUnbounded.
   static Result<Dfa> repeat(const Dfa& unit, uint32_t min, uint32_t max, size_t max_states = kDefaultMaxStates);

@@ -118,18 +118,67 @@ void Matcher::compute_mask(uint32_t* words) {
   }
   std::sort(seen_items_.begin(), seen_items_.end());
   seen_items_.erase(std::unique(seen_items_.begin(), seen_items_.end()), seen_items_.end());
+  std::shared_ptr<const TerminalMasks> united = union_of_broad_walks();
+  const TerminalStateMask* cover = nullptr;
+  if (united) {
+    cover = &united->state_mask(united->dfa()->start());
+    cover->inside.or_into(words);
+  }
   seen_terminals_.clear();
   uncertain_.clear();
   for (const TerminalItem& item : seen_items_) {
-    const CoreMask& cm = grammar_->core_mask(item.core, item.state, item.count, scratch_);
-    if (std::find(seen_terminals_.begin(), seen_terminals_.end(), cm.terminal) == seen_terminals_.end()) {
-      seen_terminals_.push_back(cm.terminal);
-      cm.terminal->inside.or_into(words);
+    const TerminalMasks& masks = grammar_->terminal_masks(item.core);
+    const bool covered = cover && std::binary_search(union_parts_.begin(), union_parts_.end(), CompiledGrammar::TerminalState{&masks, item.state});
+    const TerminalStateMask& tm = covered ? masks.state_exits(item.state, *cover) : masks.state_mask(item.state, item.count);
+    const CoreMask& cm = grammar_->core_mask(item.core, item.state, item.count, scratch_, &tm);
+    if (!covered && std::find(seen_terminals_.begin(), seen_terminals_.end(), &tm) == seen_terminals_.end()) {
+      seen_terminals_.push_back(&tm);
+      tm.inside.or_into(words);
     }
     for (int32_t id : cm.accepted) words[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
     uncertain_.insert(uncertain_.end(), cm.uncertain.begin(), cm.uncertain.end());
   }
   if (!uncertain_.empty()) check_uncertain(words);
+}
+
+// Small plain terminals in states no mask has walked yet, each alive over much of the vocabulary:
+// one walk of their union's automaton gives their insides together, and each then finds its
+// exits among the union's. That pays where their walks overlap (object keys split into
+// patternProperties regions are several terminals whose union is any string, walked once per
+// process). Narrow terminals (a declared key, a value's first byte) walk little on their own;
+// large automata keep their own walks, which are shared across grammars. Sets union_parts_ to the
+// parts; null where walking them apart is about as short.
+std::shared_ptr<const TerminalMasks> Matcher::union_of_broad_walks() {
+  const TokenVocabulary& vocab = grammar_->vocabulary();
+  const size_t trie_nodes = vocab.short_trie().num_nodes() + vocab.long_trie().num_nodes();
+  union_parts_.clear();
+  for (const TerminalItem& item : seen_items_) {
+    const TerminalMasks& masks = grammar_->terminal_masks(item.core);
+    if (!masks.counted() && masks.dfa()->num_states() <= CompiledGrammar::kMaxUnionPartStates)
+      union_parts_.push_back({&masks, item.state});
+  }
+  std::sort(union_parts_.begin(), union_parts_.end());
+  union_parts_.erase(std::unique(union_parts_.begin(), union_parts_.end()), union_parts_.end());
+  if (union_parts_.size() < 2) return nullptr;
+  std::bitset<256> first_bytes;
+  size_t apart = 0;
+  std::erase_if(union_parts_, [&](const CompiledGrammar::TerminalState& part) {
+    std::bitset<256> own;
+    const size_t cost = part.first->walk_cost(part.second, own);
+    if (cost * kBroadFraction < trie_nodes) return true;
+    apart += cost;
+    first_bytes |= own;
+    return false;
+  });
+  if (union_parts_.size() < 2) return nullptr;
+  // The union's walk: at most every subtree alive for some part.
+  size_t together = 0;
+  for (const TokenTrie* trie : {&vocab.short_trie(), &vocab.long_trie()}) {
+    for (uint32_t c = 1; c < trie->num_nodes(); c = trie->subtree_end(c)) {
+      if (first_bytes.test(trie->byte(c))) together += trie->subtree_end(c) - c;
+    }
+  }
+  return together * 3 < apart * 2 ? grammar_->union_terminal(union_parts_) : nullptr;
 }
 
 // Runs the tokens that only some parser stacks allow through the real parser, in trie order so

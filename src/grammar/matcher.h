@@ -50,6 +50,9 @@ class Matcher {
   Error overflow_error() const;
   void compute_mask(uint32_t* words);
   void check_uncertain(uint32_t* words);
+  std::shared_ptr<const TerminalMasks> union_of_broad_walks();
+  // A terminal state whose walk covers less than 1/kBroadFraction of the tries walks alone.
+  static constexpr size_t kBroadFraction = 8;
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   EarleyChart chart_;
@@ -62,6 +65,7 @@ class Matcher {
   };
   std::vector<TerminalItem> seen_items_;
   std::vector<const TerminalStateMask*> seen_terminals_;
+  std::vector<CompiledGrammar::TerminalState> union_parts_;
   std::vector<int32_t> uncertain_;
 };
 

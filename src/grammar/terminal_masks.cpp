@@ -222,6 +222,29 @@ const TerminalStateMask& TerminalMasks::plain_state_mask(uint32_t state) const {
   return *states_[state];
 }
 
+bool TerminalMasks::walked(uint32_t state) const {
+  {
+    std::shared_lock lock(mutex_);
+    if (states_[state]) return true;
+  }
+  return table_->find(residuals_->of(state)) != nullptr;
+}
+
+const TerminalStateMask& TerminalMasks::state_exits(uint32_t state, const TerminalStateMask& cover) const {
+  {
+    std::shared_lock lock(mutex_);
+    if (states_[state]) return *states_[state];
+    auto it = exits_only_.find(state);
+    if (it != exits_only_.end()) return *it->second;
+  }
+  const TokenVocabulary& vocab = table_->vocabulary();
+  auto mask = std::make_shared<TerminalStateMask>();
+  mask->short_exits = filter_exits(vocab.short_trie(), cover.short_exits, *dfa_, state);
+  mask->long_exits = filter_exits(vocab.long_trie(), cover.long_exits, *dfa_, state);
+  std::unique_lock lock(mutex_);
+  return *exits_only_.emplace(state, std::move(mask)).first->second;
+}
+
 std::shared_ptr<const TerminalStateMask> TerminalMasks::compute_counted(uint32_t state, const CountedDfa::Window& w) const {
   const CountedDfa& cd = *counted_;
   ResidualKey key = counted_key(cd, state, w, 1);
@@ -288,11 +311,9 @@ std::shared_ptr<const TerminalStateMask> TerminalMasks::minimum_only_mask(uint32
   return mask;
 }
 
-void TerminalMasks::walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state,
-                                     std::vector<std::shared_ptr<const SubtreePart>>& parts, std::vector<uint32_t>& exits) const {
+void TerminalMasks::subtree_keys(const TokenTrie& trie, uint64_t trie_tag, uint32_t state, std::vector<uint32_t>& children,
+                                 std::vector<uint32_t>& targets, std::vector<ResidualKey>& keys) const {
   const TokenTrie::Node* nodes = trie.nodes();
-  std::vector<uint32_t> children, targets;
-  std::vector<ResidualKey> keys;
   for (uint32_t c = 1; c < trie.num_nodes(); c = nodes[c].end) {
     uint32_t t = dfa_->next(state, nodes[c].byte);
     if (t == Dfa::kDead) continue;
@@ -303,6 +324,36 @@ void TerminalMasks::walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, u
     keys.push_back(r);
   }
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = part_key(keys[i], trie_tag, children[i]);
+}
+
+size_t TerminalMasks::walk_cost(uint32_t state, std::bitset<256>& first_bytes) const {
+  for (int b = 0; b < 256; ++b) {
+    if (dfa_->next(state, static_cast<uint8_t>(b)) != Dfa::kDead) first_bytes.set(static_cast<size_t>(b));
+  }
+  if (walked(state)) return 0;
+  const TokenVocabulary& vocab = table_->vocabulary();
+  size_t cost = 0;
+  std::vector<uint32_t> children, targets;
+  std::vector<ResidualKey> keys;
+  std::vector<std::shared_ptr<const SubtreePart>> found;
+  for (const TokenTrie* trie : {&vocab.short_trie(), &vocab.long_trie()}) {
+    children.clear();
+    targets.clear();
+    keys.clear();
+    subtree_keys(*trie, trie == &vocab.short_trie() ? 1 : 2, state, children, targets, keys);
+    table_->find_parts(keys, found);
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (!found[i]) cost += trie->subtree_end(children[i]) - children[i];
+    }
+  }
+  return cost;
+}
+
+void TerminalMasks::walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state,
+                                     std::vector<std::shared_ptr<const SubtreePart>>& parts, std::vector<uint32_t>& exits) const {
+  std::vector<uint32_t> children, targets;
+  std::vector<ResidualKey> keys;
+  subtree_keys(trie, trie_tag, state, children, targets, keys);
   std::vector<std::shared_ptr<const SubtreePart>> found;
   table_->find_parts(keys, found);
   std::optional<SubtreeWalker> walker;

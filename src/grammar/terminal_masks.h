@@ -17,7 +17,10 @@
 //   unfolding is small, else within one automaton by bounded_classes (the positions of a
 //   hostname's 63-character labels, of `[a-z]{0,40}`);
 // - a string whose length bound can only demand more characters (a minLength) takes the string
-//   body's mask, less what closes the string too early.
+//   body's mask, less what closes the string too early;
+// - terminals that are first met together and each alive over much of the vocabulary (object keys
+//   split into patternProperties regions) are walked once as their union (Matcher), each keeping
+//   only its exits (state_exits).
 // What was computed stays in a byte-bounded pool after the grammars that used it are gone, so
 // later grammars find it.
 #pragma once
@@ -29,6 +32,7 @@
 #include "grammar/token_vocabulary.h"
 #include "grammar/trie_walk.h"
 
+#include <bitset>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -120,6 +124,17 @@ class TerminalMasks {
 
   // The reference stays valid as long as this object. `count` only matters for counted terminals.
   const TerminalStateMask& state_mask(uint32_t state, uint32_t count = 0) const;
+  // Whether a plain terminal's state mask is known (here or, by residual, in the table).
+  bool walked(uint32_t state) const;
+  // About how many trie nodes the first state_mask of a plain terminal's state would walk: the
+  // subtrees whose walks from it are not known yet (0 once its mask is known). Adds the first
+  // bytes alive from the state to `first_bytes`.
+  size_t walk_cost(uint32_t state, std::bitset<256>& first_bytes) const;
+  // A plain terminal's exits alone (`inside` left empty), taken from `cover`: the mask of an
+  // automaton that accepts, from its state, every string this one accepts from `state` (a walk of
+  // the paths to cover's exits instead of the whole trie).
+  const TerminalStateMask& state_exits(uint32_t state, const TerminalStateMask& cover) const;
+  const std::shared_ptr<const Dfa>& dfa() const { return dfa_; }
   const CountedDfa* counted() const { return counted_.get(); }
   // The window a counted terminal's mask at `count` depends on ({0, 0} for plain terminals).
   CountedDfa::Window window(uint32_t count) const;
@@ -129,6 +144,10 @@ class TerminalMasks {
   std::shared_ptr<const TerminalStateMask> compute(uint32_t state) const;
   std::shared_ptr<const TerminalStateMask> compute_counted(uint32_t state, const CountedDfa::Window& w) const;
   std::shared_ptr<const TerminalStateMask> minimum_only_mask(uint32_t state, const CountedDfa::Window& w) const;
+  // The root subtrees of `trie` alive from `state`: their nodes, the DFA's states after their
+  // bytes, and the keys of their walks.
+  void subtree_keys(const TokenTrie& trie, uint64_t trie_tag, uint32_t state, std::vector<uint32_t>& children,
+                    std::vector<uint32_t>& targets, std::vector<ResidualKey>& keys) const;
   // The subtree parts of `trie` from `state` (appended to `parts`) and their exits.
   void walk_by_subtrees(const TokenTrie& trie, uint64_t trie_tag, uint32_t state, std::vector<std::shared_ptr<const SubtreePart>>& parts,
                         std::vector<uint32_t>& exits) const;
@@ -144,6 +163,7 @@ class TerminalMasks {
   uint32_t depth_ = 0;                     // the longest token, in bytes
   mutable std::shared_mutex mutex_;
   mutable std::vector<std::shared_ptr<const TerminalStateMask>> states_;
+  mutable std::unordered_map<uint32_t, std::shared_ptr<const TerminalStateMask>> exits_only_;
   struct CountedKey {
     uint32_t state;
     CountedDfa::Window window;

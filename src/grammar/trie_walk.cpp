@@ -1,5 +1,7 @@
 #include "grammar/trie_walk.h"
 
+#include <algorithm>
+
 namespace deepinfer::grammar {
 namespace {
 
@@ -126,6 +128,41 @@ void SubtreeWalker::walk(const Dfa& dfa, uint32_t child, uint32_t state, std::ve
   while (b.i < b.end) walk_step(w, b);
   drain(a, ids, exits);
   drain(b, ids, exits);
+}
+
+std::vector<uint32_t> filter_exits(const TokenTrie& trie, const std::vector<uint32_t>& exits, const Dfa& dfa, uint32_t state) {
+  const TokenTrie::Node* nodes = trie.nodes();
+  std::vector<uint32_t> out;
+  // The branch down to the last exit looked at: each frame's state, and the child scanned last
+  // (exits come in trie order, so a child before it never holds a later one).
+  struct Frame {
+    uint32_t node, end, state, child;
+  };
+  if (!std::is_sorted(exits.begin(), exits.end())) {
+    std::vector<uint32_t> sorted = exits;
+    std::sort(sorted.begin(), sorted.end());
+    return filter_exits(trie, sorted, dfa, state);
+  }
+  std::vector<Frame> path{{0, trie.num_nodes(), state, 1}};
+  uint32_t dead_end = 0;  // exits below this node index sit under a prefix the DFA rejects
+  for (uint32_t e : exits) {
+    if (e < dead_end) continue;
+    while (path.back().end <= e) path.pop_back();
+    while (path.back().node != e) {
+      Frame& f = path.back();
+      uint32_t c = f.child;
+      while (nodes[c].end <= e) c = nodes[c].end;
+      f.child = c;
+      uint32_t s = dfa.next(f.state, nodes[c].byte);
+      if (s == Dfa::kDead) {
+        dead_end = nodes[c].end;
+        break;
+      }
+      path.push_back({c, nodes[c].end, s, c + 1});
+    }
+    if (path.back().node == e && dfa.accepting(path.back().state)) out.push_back(e);
+  }
+  return out;
 }
 
 TrieWalk walk_counted(const TokenTrie& trie, size_t mask_words, const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w) {

@@ -43,6 +43,11 @@ class SubtreeWalker {
   Cursor a_, b_;
 };
 
+// The nodes of `exits` (in trie order) where `dfa` accepts from `state`. `exits` must hold every
+// such node, e.g. the exits of an automaton whose language from its state includes this one's:
+// only the paths to them are walked.
+std::vector<uint32_t> filter_exits(const TokenTrie& trie, const std::vector<uint32_t>& exits, const Dfa& dfa, uint32_t state);
+
 // All of `trie` from (state, window) of a counted terminal.
 TrieWalk walk_counted(const TokenTrie& trie, size_t mask_words, const CountedDfa& cd, uint32_t state, const CountedDfa::Window& w);
 

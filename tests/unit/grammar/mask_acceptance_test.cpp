@@ -127,6 +127,33 @@ TEST(MaskAcceptance, PositionsOfBoundedRepetitionsThatShareShortWalks) {
   }
 }
 
+TEST(MaskAcceptance, ObjectKeysSplitIntoPatternPropertyRegions) {
+  // Keys split into regions (in one pattern and not another, ...) are several terminals whose
+  // first masks are taken together from one walk of their union, each then filtering the union's
+  // exits (Matcher::compute_mask). A fresh compiler per schema, so that no walk is known yet.
+  const std::pair<const char*, std::string> cases[] = {
+      {R"({"patternProperties":{"[0-9]{2,}":{"type":"boolean"},"X_":{"type":"string"}}})", R"({"a31b":true,"X_":"x","X_9":"s","q":null})"},
+      {R"({"patternProperties":{"f.*o":{"type":"integer"}}})", R"({"foo":1,"bar":"b","fo":2,"o":[]})"},
+      {R"({"properties":{"foo":{"type":"array","maxItems":3},"bar":{"type":"array"}},"patternProperties":{"f.o":{"minItems":2}},
+          "additionalProperties":{"type":"integer"}})",
+       R"({"foo":[1,2],"bar":[],"fxo":[1,2],"quux":3})"},
+      {R"({"patternProperties":{"a*":{"type":"integer"},"aaa*":{"maximum":20}}})", R"({"aaaa":18,"":1,"b":2})"},
+      {R"({"patternProperties":{"^v":{}},"properties":{"foo":{},"bar":{}},"additionalProperties":false})", R"({"foo":1,"vx":2})"},
+  };
+  for (const auto& [schema, text] : cases) {
+    GrammarCompiler compiler(reduced_vocabulary());
+    auto g = compiler.compile(GrammarKind::kJsonSchema, schema);
+    ASSERT_TRUE(g) << schema << ": " << g.error().message;
+    int failures = 0;
+    for (size_t end = 0; end < text.size() && failures == 0; ++end) {
+      Matcher m(g.value());
+      ASSERT_TRUE(m.advance_bytes(text.substr(0, end))) << schema << " " << text.substr(0, end);
+      failures += check_all_tokens(m, fmt::format("{} after '{}'", schema, text.substr(0, end)));
+    }
+    EXPECT_EQ(failures, 0) << schema;
+  }
+}
+
 // Random walks: at a few sampled steps of each generation, every token is checked.
 void walk_and_check(GrammarCompiler& compiler, const std::string& schema, std::mt19937_64& rng, int* checks, int* failures) {
   auto g = compiler.compile(GrammarKind::kJsonSchema, schema);

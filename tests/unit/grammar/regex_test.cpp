@@ -163,6 +163,25 @@ TEST(Dfa, LanguageOperationsAndCanonicalKeys) {
   EXPECT_EQ(t.next(s, 'd'), Dfa::kDead);
 }
 
+TEST(Dfa, UnionOfResiduals) {
+  // Each part from one of its states: "ab" after 'a' is "b"; nine parts (more than one byte-class
+  // key could hold before) with classes of their own.
+  Dfa ab = dfa_of("ab"), digits = dfa_of("[0-9]+x");
+  const uint32_t after_a = ab.next(ab.start(), 'a');
+  std::vector<Dfa> letters;
+  for (char c = 'c'; c < 'c' + 7; ++c) letters.push_back(dfa_of(std::string(1, c) + "[" + std::string(1, c) + "-z]"));
+  std::vector<Dfa::Residual> parts{{&ab, after_a}, {&digits, digits.start()}};
+  for (const Dfa& d : letters) parts.push_back({&d, d.start()});
+  Dfa u = Dfa::unite_residuals(parts).value();
+  for (const char* yes : {"b", "12x", "cz", "ci", "iz", "ii"}) EXPECT_TRUE(u.matches(yes)) << yes;
+  for (const char* no : {"ab", "a", "x", "cb", "ih", "12"}) EXPECT_FALSE(u.matches(no)) << no;
+  EXPECT_EQ(Dfa::unite_residuals(std::vector<Dfa::Residual>{{&ab, after_a}}).value().fingerprint(), dfa_of("b").fingerprint());
+  // Too large: a clear error.
+  auto big = Dfa::unite_residuals(parts, 3);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, Code::kGrammar);
+}
+
 TEST(Dfa, RefusesBlowUp) {
   auto re = parse_ecmascript_regex("[ab]*a[ab]{30}");
   ASSERT_TRUE(re);
