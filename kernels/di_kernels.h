@@ -4,6 +4,7 @@
 
 #include "attention.h"
 #include "compressor.h"
+#include "dequantize.h"
 #include "elementwise.h"
 #include "gemv.h"
 #include "hyper_connection.h"

@@ -63,6 +63,7 @@ void CudaDevice::quiesce() {
 CudaDevice::~CudaDevice() {
   quiesce();
   graphs_.clear();
+  stager_.reset();
   if (moe_host_) cudaFreeHost(moe_host_);
   if (blas_) cublasDestroy(blas_);
   if (blas_ws_) cudaFree(blas_ws_);

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/batch_upload.h"
+#include "backend/cuda/weight_stager.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/device_arena.h"
@@ -234,13 +235,16 @@ class CudaDevice : public Backend {
   // kernels::gate_route at kRouteCounter, the last); kept zero between launches.
   static constexpr int64_t kCounters = int64_t(1) << 16, kRouteCounter = kCounters - 1;
   unsigned* counters_ = nullptr;
-  void* moe_host_ = nullptr;  // pinned: blas_experts' tables
+  std::unique_ptr<WeightStager> stager_;  // weight uploads (made at the first, buffers freed by allocate_state)
+  void* moe_host_ = nullptr;              // pinned: blas_experts' tables
   size_t moe_host_bytes_ = 0;
 
  private:
   void apply(const BackendOptions& o);
   // sample_rows' upload, kernels and read-back (inside its op).
   void launch_sampling(Tensor logits);
+  WeightStager& stager();
+  Result<void> stage_weight(const WeightSource& w, uint16_t* b16, float* f32);
   void* take_scratch(int64_t n, bool zero);
   uint64_t generation() const;
   template <class T>

@@ -7,18 +7,45 @@
 
 namespace deepinfer {
 
-Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) {
-  DI_TRYV(validate_weight_source(w));
-  DI_TRYV(set_device());
+WeightStager& CudaDevice::stager() {
+  if (!stager_) stager_ = std::make_unique<WeightStager>(stream_);
+  return *stager_;
+}
+
+// One weight into b16 and/or f32 (either may be null): stored bytes that already are the wanted type
+// are copied, FP8 / MXFP4 are dequantized on the device, other conversions (rare: f16, fp32 to bf16)
+// happen here.
+Result<void> CudaDevice::stage_weight(const WeightSource& w, uint16_t* b16, float* f32) {
+  WeightStager& st = stager();
   const size_t n = static_cast<size_t>(w.numel());
+  if (w.format != WeightFormat::kPlain) return st.dequantize(w, b16, f32);
   std::vector<float> f;
-  auto f32 = [&]() -> const std::vector<float>& {
+  auto f32_values = [&]() -> const float* {
+    if (w.values.dtype == DType::kF32) return reinterpret_cast<const float*>(w.values.data);
     if (f.size() != n) {
       f.resize(n);
       dequantize_to_f32(w, f.data());
     }
-    return f;
+    return f.data();
   };
+  if (b16) {
+    if (w.values.dtype == DType::kBF16) {
+      DI_TRYV(st.copy(b16, w.values.data, n * 2, w.name));
+    } else {
+      std::vector<uint16_t> h = to_bf16(f32_values(), n);
+      DI_TRYV(st.copy(b16, h.data(), n * 2, w.name));
+    }
+  }
+  if (f32) {
+    DI_TRYV(st.copy(f32, f32_values(), n * 4, w.name));
+  }
+  return ok();
+}
+
+Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) {
+  DI_TRYV(validate_weight_source(w));
+  DI_TRYV(set_device());
+  const size_t n = static_cast<size_t>(w.numel());
   const bool want_b16 = w.rows > 1 && !fp32_;
   const bool want_f32 = fp32_ || w.rows == 1 || w.numel() <= kSmallMatrix;
   auto out = std::make_unique<CudaWeight>();
@@ -27,18 +54,15 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) 
   if (want_b16) {
     DI_TRY(p, device_alloc<uint16_t>(n, w.name));
     out->b16 = p;
-    if (w.format == WeightFormat::kPlain && w.values.dtype == DType::kBF16) {
-      DI_TRYV(copy_to_device(out->b16, w.values.data, n * 2, w.name));
-    } else {
-      std::vector<uint16_t> h = to_bf16(f32().data(), n);
-      DI_TRYV(copy_to_device(out->b16, h.data(), n * 2, w.name));
-    }
   }
   if (want_f32) {
     DI_TRY(p, device_alloc<float>(n, w.name));
     out->f32 = p;
-    DI_TRYV(copy_to_device(out->f32, f32().data(), n * 4, w.name));
   }
+  auto staged = stage_weight(w, out->b16, out->f32);
+  auto done = stager().finish(w.name);  // (also after a failure: nothing may still write to `out`)
+  DI_TRYV(staged);
+  DI_TRYV(done);
   return std::unique_ptr<DeviceWeight>(std::move(out));
 }
 
@@ -57,23 +81,19 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_stacked(const std::vect
     DI_TRY(p, device_alloc<uint16_t>(each * ws.size(), ws[0].name));
     out->b16 = p;
   }
-  std::vector<float> f(each);
-  for (size_t e = 0; e < ws.size(); ++e) {
-    if (ws[e].rows != out->rows || ws[e].cols != out->cols)
-      return make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", ws[e].name,
-                        ws[e].rows, ws[e].cols, out->rows, out->cols);
-    DI_TRYV(validate_weight_source(ws[e]));
-    if (fp32_) {
-      dequantize_to_f32(ws[e], f.data());
-      DI_TRYV(copy_to_device(out->f32 + e * each, f.data(), each * 4, ws[e].name));
-    } else if (ws[e].format == WeightFormat::kPlain && ws[e].values.dtype == DType::kBF16) {
-      DI_TRYV(copy_to_device(out->b16 + e * each, ws[e].values.data, each * 2, ws[e].name));
-    } else {
-      dequantize_to_f32(ws[e], f.data());
-      std::vector<uint16_t> h = to_bf16(f.data(), each);
-      DI_TRYV(copy_to_device(out->b16 + e * each, h.data(), each * 2, ws[e].name));
+  Result<void> staged = ok();
+  for (size_t e = 0; e < ws.size() && staged; ++e) {
+    if (ws[e].rows != out->rows || ws[e].cols != out->cols) {
+      staged = make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", ws[e].name,
+                          ws[e].rows, ws[e].cols, out->rows, out->cols);
+      break;
     }
+    staged = validate_weight_source(ws[e]);
+    if (staged) staged = stage_weight(ws[e], out->b16 ? out->b16 + e * each : nullptr, out->f32 ? out->f32 + e * each : nullptr);
   }
+  auto done = stager().finish(ws[0].name);
+  DI_TRYV(staged);
+  DI_TRYV(done);
   return std::unique_ptr<DeviceWeight>(std::move(out));
 }
 
@@ -136,6 +156,7 @@ Result<void> CudaDevice::allocate_state(const StateLayout& layout, int n_slots, 
   DI_TRYV(flush_pending());
   DI_TRYV(sync("allocate_state"));
   ++state_generation_;
+  if (stager_) stager_->release();  // the model is loaded
   if (slots_) cudaFree(slots_);
   if (blocks_) cudaFree(blocks_);
   slots_ = blocks_ = nullptr;

@@ -1,0 +1,226 @@
+// Weights stored as FP8 with block scales or as MXFP4, dequantized on the device (kernels/dequantize.h,
+// the backend's upload), against the CPU's dequantize_to_f32 and f32_to_bf16: value for value (a NaN
+// only has to stay a NaN), on odd shapes and the formats' edge cases (every FP8 code, E8M0 scales 0,
+// 1, 127, 254 and NaN, zero blocks, float and bf16 block scales).
+#include "ops_fixture.h"
+
+#ifdef DEEPINFER_HAS_CUDA
+#include "backend/cuda/cuda_common.h"
+#include "dequantize.h"
+#endif
+#include "util/dtype.h"
+
+#include <cstring>
+
+namespace deepinfer::testing {
+namespace {
+
+#ifdef DEEPINFER_HAS_CUDA
+// A weight's stored bytes with their shapes, as a checkpoint would hold them.
+struct Stored {
+  WeightSource w;
+  std::vector<uint8_t> values, scale;
+  void point() {
+    w.values.data = values.data();
+    w.values.nbytes = values.size();
+    w.scale.data = scale.data();
+    w.scale.nbytes = scale.size();
+  }
+};
+
+// Every FP8 code appears (NaN 0x7f / 0xff, both zeros, subnormals, +-448); one block stays all zero.
+Stored fp8_weight(int64_t rows, int64_t cols, int block_rows, int block_cols, DType scale_dtype, std::mt19937& rng) {
+  Stored s;
+  s.w.name = "fp8";
+  s.w.format = WeightFormat::kFp8Block;
+  s.w.rows = rows;
+  s.w.cols = cols;
+  s.w.block_rows = block_rows;
+  s.w.block_cols = block_cols;
+  s.w.values.dtype = DType::kF8E4M3;
+  s.w.values.shape = {rows, cols};
+  s.values.resize(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < s.values.size(); ++i) s.values[i] = static_cast<uint8_t>(i < 256 ? i : rng());
+  for (int64_t r = 0; r < std::min<int64_t>(rows, block_rows); ++r)  // block (0, last) is zero
+    for (int64_t c = (cols - 1) / block_cols * block_cols; c < cols; ++c) s.values[static_cast<size_t>(r * cols + c)] = 0;
+  const int64_t sr = (rows + block_rows - 1) / block_rows, sc = (cols + block_cols - 1) / block_cols;
+  s.w.scale.dtype = scale_dtype;
+  s.w.scale.shape = {sr, sc};
+  const uint8_t e8m0_edges[] = {127, 0, 1, 254, 255, 120, 133};
+  for (int64_t i = 0; i < sr * sc; ++i) {
+    const uint8_t e = e8m0_edges[i % 7];
+    if (scale_dtype == DType::kF8E8M0) {
+      s.scale.push_back(e);
+    } else if (scale_dtype == DType::kF32) {
+      const float f = i % 5 == 4 ? 0.0f : e8m0_to_f32(e) * (1.0f + static_cast<float>(i % 3) / 3.0f);
+      uint8_t b[4];
+      std::memcpy(b, &f, 4);
+      s.scale.insert(s.scale.end(), b, b + 4);
+    } else {
+      const uint16_t h = f32_to_bf16(e8m0_to_f32(e) * 1.5f);
+      s.scale.push_back(static_cast<uint8_t>(h));
+      s.scale.push_back(static_cast<uint8_t>(h >> 8));
+    }
+  }
+  s.point();
+  return s;
+}
+
+Stored mxfp4_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
+  Stored s;
+  s.w.name = "mxfp4";
+  s.w.format = WeightFormat::kMxfp4;
+  s.w.rows = rows;
+  s.w.cols = cols;
+  s.w.values.dtype = DType::kU8;
+  s.w.values.shape = {rows, cols / 2};
+  s.values.resize(static_cast<size_t>(rows * cols / 2));
+  for (size_t i = 0; i < s.values.size(); ++i) s.values[i] = static_cast<uint8_t>(i < 256 ? i : rng());
+  s.w.scale.dtype = DType::kF8E8M0;
+  s.w.scale.shape = {rows, cols / 32};
+  const uint8_t edges[] = {127, 0, 1, 254, 255, 126, 130};
+  for (int64_t i = 0; i < rows * cols / 32; ++i) s.scale.push_back(edges[i % 7]);
+  s.point();
+  return s;
+}
+
+bool bf16_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+uint32_t f32_to_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Counts the values of b16 / f32 (either may be empty) that differ from the host's dequantization.
+int differences(const WeightSource& w, const std::vector<uint16_t>& b16, const std::vector<float>& f32, const std::string& what) {
+  std::vector<float> ref(static_cast<size_t>(w.numel()));
+  dequantize_to_f32(w, ref.data());
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!f32.empty()) {
+      const bool same = std::isnan(ref[i]) ? std::isnan(f32[i]) : f32_to_bits(ref[i]) == f32_to_bits(f32[i]);
+      if (!same && ++bad <= 3) ADD_FAILURE() << what << " f32[" << i << "]: device " << f32[i] << ", host " << ref[i];
+    }
+    if (!b16.empty()) {
+      const uint16_t h = f32_to_bf16(ref[i]);
+      const bool same = bf16_nan(h) ? bf16_nan(b16[i]) : h == b16[i];
+      if (!same && ++bad <= 3) ADD_FAILURE() << what << " bf16[" << i << "]: device " << b16[i] << ", host " << h;
+    }
+  }
+  return bad;
+}
+
+// The kernel alone: both outputs at once.
+void check_kernel(const Stored& s, const std::string& what) {
+  const size_t n = static_cast<size_t>(s.w.numel());
+  uint8_t *values = nullptr, *scale = nullptr;
+  uint16_t* b16 = nullptr;
+  float* f32 = nullptr;
+  ASSERT_EQ(cudaMalloc(&values, s.values.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&scale, s.scale.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b16, n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&f32, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(values, s.values.data(), s.values.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(scale, s.scale.data(), s.scale.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  kernels::QuantizedWeight q;
+  q.values = values;
+  q.scale = scale;
+  q.rows = s.w.rows;
+  q.cols = s.w.cols;
+  q.scale_type = s.w.scale.dtype == DType::kF32    ? kernels::ScaleType::kF32
+                 : s.w.scale.dtype == DType::kBF16 ? kernels::ScaleType::kBF16
+                                                   : kernels::ScaleType::kE8M0;
+  cudaError_t e;
+  if (s.w.format == WeightFormat::kFp8Block) {
+    q.block_rows = s.w.block_rows;
+    q.block_cols = s.w.block_cols;
+    q.scale_cols = s.w.scale.shape[1];
+    e = kernels::dequantize_fp8_block(q, b16, f32, kernels::Stream{nullptr, false});
+  } else {
+    e = kernels::dequantize_mxfp4(q, b16, f32, kernels::Stream{nullptr, false});
+  }
+  ASSERT_EQ(e, cudaSuccess) << what;
+  std::vector<uint16_t> hb(n);
+  std::vector<float> hf(n);
+  ASSERT_EQ(cudaMemcpy(hb.data(), b16, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(hf.data(), f32, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(values);
+  cudaFree(scale);
+  cudaFree(b16);
+  cudaFree(f32);
+  EXPECT_EQ(differences(s.w, hb, hf, what), 0) << what;
+}
+#endif
+
+}  // namespace
+
+TEST_F(CudaOps, DequantizeKernelsMatchTheHost) {
+#ifdef DEEPINFER_HAS_CUDA
+  struct Fp8Case {
+    int64_t rows, cols;
+    int block_rows, block_cols;
+    DType scale;
+  };
+  const Fp8Case fp8_cases[] = {
+      {1, 1, 128, 128, DType::kF8E8M0},     {3, 200, 128, 128, DType::kF8E8M0}, {130, 257, 128, 128, DType::kF8E8M0},
+      {300, 130, 128, 128, DType::kF32},    {129, 64, 1, 128, DType::kF32},     {17, 300, 16, 64, DType::kBF16},
+      {256, 512, 128, 128, DType::kF8E8M0},
+  };
+  for (const Fp8Case& c : fp8_cases) {
+    check_kernel(fp8_weight(c.rows, c.cols, c.block_rows, c.block_cols, c.scale, rng),
+                 fmt::format("fp8 [{}, {}] blocks {}x{} scale {}", c.rows, c.cols, c.block_rows, c.block_cols, dtype_name(c.scale)));
+  }
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {33, 4096}, {257, 64}}) {
+    check_kernel(mxfp4_weight(rows, cols, rng), fmt::format("mxfp4 [{}, {}]", rows, cols));
+  }
+#else
+  GTEST_SKIP() << "no CUDA build";
+#endif
+}
+
+TEST_F(CudaOps, UploadsOfStoredFormatsMatchTheHost) {
+#ifdef DEEPINFER_HAS_CUDA
+  // Through the backend: a large matrix keeps bf16 only, a small one fp32 too; a stack of experts
+  // crosses the staging buffers' chunks.
+  Stored big = fp8_weight(1100, 1000, 128, 128, DType::kF8E8M0, rng);  // > kSmallMatrix: bf16 only
+  Stored small = fp8_weight(130, 257, 128, 128, DType::kF32, rng);
+  for (Stored* s : {&big, &small}) {
+    auto up = t.gpu->upload(s->w);
+    ASSERT_TRUE(up) << up.error().message;
+    const CudaWeight& d = cw(*up.value());
+    const size_t n = static_cast<size_t>(s->w.numel());
+    std::vector<uint16_t> hb(n);
+    std::vector<float> hf;
+    ASSERT_NE(d.b16, nullptr);
+    ASSERT_EQ(cudaMemcpy(hb.data(), d.b16, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    if (d.f32) {
+      hf.resize(n);
+      ASSERT_EQ(cudaMemcpy(hf.data(), d.f32, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    EXPECT_EQ(s == &small, d.f32 != nullptr);
+    EXPECT_EQ(differences(s->w, hb, hf, s->w.name), 0);
+  }
+  std::vector<Stored> experts;
+  for (int e = 0; e < 9; ++e) experts.push_back(mxfp4_weight(1024, 4096, rng));  // 2 MB stored, 8 MB bf16 each
+  std::vector<WeightSource> ws;
+  for (Stored& s : experts) {
+    s.point();
+    ws.push_back(s.w);
+  }
+  auto up = t.gpu->upload_stacked(ws);
+  ASSERT_TRUE(up) << up.error().message;
+  const CudaWeight& d = cw(*up.value());
+  const size_t each = static_cast<size_t>(ws[0].numel());
+  std::vector<uint16_t> hb(each * ws.size());
+  ASSERT_EQ(cudaMemcpy(hb.data(), d.b16, hb.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t e = 0; e < ws.size(); ++e) {
+    std::vector<uint16_t> one(hb.begin() + static_cast<ptrdiff_t>(e * each), hb.begin() + static_cast<ptrdiff_t>((e + 1) * each));
+    EXPECT_EQ(differences(ws[e], one, {}, fmt::format("expert {}", e)), 0);
+  }
+#else
+  GTEST_SKIP() << "no CUDA build";
+#endif
+}
+
+}  // namespace deepinfer::testing
