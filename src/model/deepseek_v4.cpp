@@ -182,6 +182,52 @@ Result<std::unique_ptr<DeepseekV4>> DeepseekV4::random(const ModelConfig& config
   return model;
 }
 
+namespace {
+
+// Records what load_weights asks for and hands back weights of that shape that hold nothing.
+class WeightLister final : public DeepseekV4::WeightProvider {
+ public:
+  explicit WeightLister(int64_t experts) : experts_(experts) {}
+  bool has(const std::string&) const override { return true; }
+  Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) override {
+    specs.push_back({name, rows, cols, DeepseekV4::WeightSpec::Kind::kMatrix});
+    return shape(1, rows, cols);
+  }
+  Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
+                            int64_t cols) override {
+    for (int64_t x = 0; x < count; ++x)
+      specs.push_back({prefix + std::to_string(x) + "." + suffix, rows, cols, DeepseekV4::WeightSpec::Kind::kExpert});
+    return shape(count, rows, cols);
+  }
+  Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) override {
+    specs.push_back({name, rows, cols, DeepseekV4::WeightSpec::Kind::kIntTable});
+    std::vector<int32_t> t(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(static_cast<int64_t>(i % static_cast<size_t>(cols)) % experts_);
+    return t;
+  }
+  Result<void> done() override { return ok(); }
+  std::vector<DeepseekV4::WeightSpec> specs;
+
+ private:
+  static WeightPtr shape(int64_t count, int64_t rows, int64_t cols) {
+    auto w = std::make_unique<DeviceWeight>();
+    w->count = count;
+    w->rows = rows;
+    w->cols = cols;
+    return w;
+  }
+  int64_t experts_;
+};
+
+}  // namespace
+
+Result<std::vector<DeepseekV4::WeightSpec>> DeepseekV4::weight_specs(const ModelConfig& config, Backend& backend) {
+  DeepseekV4 model(config, backend);
+  WeightLister lister(std::max<int64_t>(config.num_experts, 1));
+  DI_TRYV(model.load_weights(lister));
+  return std::move(lister.specs);
+}
+
 Result<ModelConfig> DeepseekV4::read_config(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

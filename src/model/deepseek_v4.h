@@ -29,6 +29,16 @@ class DeepseekV4 {
   // nothing is read or uploaded): for benchmarks and tests of a model shape without its checkpoint.
   // The same seed gives the same weights on every backend.
   static Result<std::unique_ptr<DeepseekV4>> random(const ModelConfig& config, Backend& backend, uint64_t seed = 0);
+  // The tensors a checkpoint of `config`'s shape holds (native names, logical shapes): what load
+  // asks for, listed without reading or uploading weights (`backend` only takes the small tables the
+  // model derives). For tools that write checkpoints.
+  struct WeightSpec {
+    enum class Kind { kMatrix, kExpert, kIntTable };
+    std::string name;
+    int64_t rows = 0, cols = 0;
+    Kind kind = Kind::kMatrix;
+  };
+  static Result<std::vector<WeightSpec>> weight_specs(const ModelConfig& config, Backend& backend);
   // config.json of a model directory, or a config file given directly.
   static Result<ModelConfig> read_config(const std::string& path);
   ~DeepseekV4();

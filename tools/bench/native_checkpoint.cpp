@@ -1,0 +1,196 @@
+// Writes a checkpoint of random weights in DeepSeek's released formats for any model config, so that
+// loading a native checkpoint can be measured without downloading one: FP8 E4M3 with one E8M0 scale
+// per 128x128 block for the attention and shared-expert linears, MXFP4 (packed E2M1 pairs, one E8M0
+// scale per 32) for the routed experts, bf16 for embeddings, head, compressors, indexer weights and
+// the gate, fp32 for the rest; safetensors shards of about --shard-gb each with their index.
+//
+//   native_checkpoint CONFIG.json OUT_DIR [--shard-gb 4] [--seed 1]
+//
+// The values are random (not a trained model): for load timings and shape checks only.
+#include "backend/backend.h"
+#include "model/deepseek_v4.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace deepinfer;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const char* tail) {
+  const size_t n = std::strlen(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// The released checkpoint's choices (tests/golden/models/make_fixtures.py writes the same ones).
+const char* const kFp8[] = {".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight", ".attn.wo_a.weight", ".attn.wo_b.weight",
+                            ".attn.indexer.wq_b.weight", ".ffn.shared_experts.w1.weight", ".ffn.shared_experts.w2.weight",
+                            ".ffn.shared_experts.w3.weight"};
+const char* const kBf16[] = {"embed.weight", "head.weight", ".compressor.wkv.weight", ".compressor.wgate.weight",
+                             ".indexer.weights_proj.weight", ".ffn.gate.weight", "norm.weight"};
+
+struct Entry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  size_t bytes;
+  enum Fill { kFp8, kE8M0, kFp4, kBf16, kF32, kExperts } fill;
+  int64_t modulus = 1;  // kExperts: ids below it
+};
+
+void add_spec(const DeepseekV4::WeightSpec& s, std::vector<Entry>& out) {
+  const std::string stem = ends_with(s.name, ".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
+  using Kind = DeepseekV4::WeightSpec::Kind;
+  if (s.kind == Kind::kIntTable) {
+    out.push_back({s.name, "I32", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kExperts});
+    return;
+  }
+  if (s.kind == Kind::kExpert) {
+    out.push_back({s.name, "U8", {s.rows, s.cols / 2}, static_cast<size_t>(s.rows * s.cols / 2), Entry::kFp4});
+    out.push_back({stem + ".scale", "F8_E8M0", {s.rows, s.cols / 32}, static_cast<size_t>(s.rows * s.cols / 32), Entry::kE8M0});
+    return;
+  }
+  for (const char* t : kFp8) {
+    if (!ends_with(s.name, t)) continue;
+    const int64_t br = (s.rows + 127) / 128, bc = (s.cols + 127) / 128;
+    out.push_back({s.name, "F8_E4M3", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols), Entry::kFp8});
+    out.push_back({stem + ".scale", "F8_E8M0", {br, bc}, static_cast<size_t>(br * bc), Entry::kE8M0});
+    return;
+  }
+  std::vector<int64_t> shape = s.rows == 1 ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
+  for (const char* t : kBf16) {
+    if (ends_with(s.name, t)) {
+      out.push_back({s.name, "BF16", shape, static_cast<size_t>(s.rows * s.cols) * 2, Entry::kBf16});
+      return;
+    }
+  }
+  out.push_back({s.name, "F32", shape, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kF32});
+}
+
+// Random bytes of each kind: FP8 codes of magnitude <= 1 (no NaN), scales near 2^-6, small floats.
+void fill(const Entry& t, std::vector<uint8_t>& buf, uint64_t& state) {
+  buf.resize(t.bytes);
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  switch (t.fill) {
+    case Entry::kFp8:
+    case Entry::kFp4:
+      for (size_t i = 0; i < buf.size(); i += 8) {
+        uint64_t r = next() & (t.fill == Entry::kFp8 ? 0xb7b7b7b7b7b7b7b7ull : ~0ull);  // exponent <= 6: |x| < 1
+        std::memcpy(buf.data() + i, &r, std::min<size_t>(8, buf.size() - i));
+      }
+      break;
+    case Entry::kE8M0:
+      for (auto& b : buf) b = static_cast<uint8_t>(118 + next() % 4);
+      break;
+    case Entry::kBf16:
+      for (size_t i = 0; i + 1 < buf.size(); i += 2) {
+        const uint16_t h = static_cast<uint16_t>(0x3c00 | (next() & 0x80ff));  // +-[2^-7, 2^-6)
+        std::memcpy(buf.data() + i, &h, 2);
+      }
+      break;
+    case Entry::kF32:
+      for (size_t i = 0; i + 3 < buf.size(); i += 4) {
+        const float f = static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) * 1e-5f;
+        std::memcpy(buf.data() + i, &f, 4);
+      }
+      break;
+    case Entry::kExperts: {
+      const size_t cols = static_cast<size_t>(t.shape[1]);
+      for (size_t i = 0; i < buf.size() / 4; ++i) {
+        const int32_t e = static_cast<int32_t>((i / cols * 7 + i % cols) % static_cast<size_t>(t.modulus));
+        std::memcpy(buf.data() + 4 * i, &e, 4);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: native_checkpoint CONFIG.json OUT_DIR [--shard-gb 4] [--seed 1]\n");
+    return 2;
+  }
+  const std::string config_path = argv[1], out = argv[2];
+  double shard_gb = 4;
+  uint64_t seed = 1;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--shard-gb")) shard_gb = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  auto config = DeepseekV4::read_config(config_path);
+  if (!config) {
+    std::fprintf(stderr, "%s\n", config.error().message.c_str());
+    return 1;
+  }
+  auto cpu = make_cpu_backend(1);
+  auto specs = cpu ? DeepseekV4::weight_specs(config.value(), *cpu.value()) : Result<std::vector<DeepseekV4::WeightSpec>>(cpu.error());
+  if (!specs) {
+    std::fprintf(stderr, "%s\n", specs.error().message.c_str());
+    return 1;
+  }
+  std::vector<Entry> tensors;
+  for (const auto& s : specs.value()) add_spec(s, tensors);
+  for (auto& t : tensors) t.modulus = std::max<int64_t>(config.value().num_experts, 1);
+
+  // Shards in order, each up to shard_gb (a tensor never splits).
+  std::vector<std::vector<const Entry*>> shards(1);
+  size_t in_shard = 0;
+  for (const Entry& t : tensors) {
+    if (in_shard > 0 && static_cast<double>(in_shard + t.bytes) > shard_gb * 1e9) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(&t);
+    in_shard += t.bytes;
+  }
+  fs::create_directories(out);
+  fs::copy_file(fs::is_directory(config_path) ? fs::path(config_path) / "config.json" : fs::path(config_path), fs::path(out) / "config.json",
+                fs::copy_options::overwrite_existing);
+  nlohmann::ordered_json index = {{"metadata", {{"format", "native random"}}}, {"weight_map", nlohmann::ordered_json::object()}};
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull | 1, total = 0;
+  std::vector<uint8_t> buf;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char file[64];
+    std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    size_t offset = 0;
+    for (const Entry* t : shards[k]) {
+      header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes}}};
+      offset += t->bytes;
+      index["weight_map"][t->name] = file;
+    }
+    std::string h = header.dump();
+    h.append((8 - h.size() % 8) % 8, ' ');
+    std::ofstream f(fs::path(out) / file, std::ios::binary);
+    const uint64_t n = h.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f.write(h.data(), static_cast<std::streamsize>(h.size()));
+    for (const Entry* t : shards[k]) {
+      fill(*t, buf, state);
+      f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+    }
+    if (!f) {
+      std::fprintf(stderr, "writing %s failed\n", file);
+      return 1;
+    }
+    total += offset;
+    std::printf("%s: %zu tensors, %.2f GB\n", file, shards[k].size(), static_cast<double>(offset) / 1e9);
+  }
+  std::ofstream(fs::path(out) / "model.safetensors.index.json") << index.dump(1) << "\n";
+  std::printf("%zu tensors, %.2f GB in %zu shards\n", tensors.size(), static_cast<double>(total) / 1e9, shards.size());
+  return 0;
+}
