@@ -1,14 +1,17 @@
-// Writes a checkpoint of random weights in DeepSeek's released formats for any model config, so that
-// loading a native checkpoint can be measured without downloading one: FP8 E4M3 with one E8M0 scale
-// per 128x128 block for the attention and shared-expert linears, MXFP4 (packed E2M1 pairs, one E8M0
-// scale per 32) for the routed experts, bf16 for embeddings, head, compressors, indexer weights and
-// the gate, fp32 for the rest; safetensors shards of about --shard-gb each with their index.
+// Writes a checkpoint in DeepSeek's released formats: FP8 E4M3 with one E8M0 scale per 128x128 block
+// for the attention and shared-expert linears, MXFP4 (packed E2M1 pairs, one E8M0 scale per 32) for
+// the routed experts, bf16 for embeddings, head, compressors, indexer weights and the gate, fp32 for
+// the rest; safetensors shards of about --shard-gb each with their index.
 //
 //   native_checkpoint CONFIG.json OUT_DIR [--shard-gb 4] [--seed 1]
-//
-// The values are random (not a trained model): for load timings and shape checks only.
+//       random weights of the config's shape (load timings and shape checks without a download)
+//   native_checkpoint --from MODEL_DIR OUT_DIR [--shard-gb 4]
+//       MODEL_DIR's weights (any stored format) quantized (weight_quantize.h), its config and
+//       tokenizer files copied: e.g. the demo model in native formats, to compare perplexities
 #include "backend/backend.h"
+#include "backend/weight_quantize.h"
 #include "model/deepseek_v4.h"
+#include "model/weight_catalog.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,11 +34,18 @@ bool ends_with(const std::string& s, const char* tail) {
 }
 
 // The released checkpoint's choices (tests/golden/models/make_fixtures.py writes the same ones).
-const char* const kFp8[] = {".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight", ".attn.wo_a.weight", ".attn.wo_b.weight",
-                            ".attn.indexer.wq_b.weight", ".ffn.shared_experts.w1.weight", ".ffn.shared_experts.w2.weight",
+const char* const kFp8[] = {".attn.wq_a.weight",
+                            ".attn.wq_b.weight",
+                            ".attn.wkv.weight",
+                            ".attn.wo_a.weight",
+                            ".attn.wo_b.weight",
+                            ".attn.indexer.wq_b.weight",
+                            ".ffn.shared_experts.w1.weight",
+                            ".ffn.shared_experts.w2.weight",
                             ".ffn.shared_experts.w3.weight"};
-const char* const kBf16[] = {"embed.weight", "head.weight", ".compressor.wkv.weight", ".compressor.wgate.weight",
-                             ".indexer.weights_proj.weight", ".ffn.gate.weight", "norm.weight"};
+const char* const kBf16[] = {
+    "embed.weight",     "head.weight", ".compressor.wkv.weight", ".compressor.wgate.weight", ".indexer.weights_proj.weight",
+    ".ffn.gate.weight", "norm.weight"};
 
 struct Entry {
   std::string name;
@@ -42,36 +53,37 @@ struct Entry {
   std::vector<int64_t> shape;
   size_t bytes;
   enum Fill { kFp8, kE8M0, kFp4, kBf16, kF32, kExperts } fill;
-  int64_t modulus = 1;  // kExperts: ids below it
+  DeepseekV4::WeightSpec spec;  // the model's weight this holds (or the scale of)
+  int64_t modulus = 1;          // kExperts: ids below it
 };
 
 void add_spec(const DeepseekV4::WeightSpec& s, std::vector<Entry>& out) {
   const std::string stem = ends_with(s.name, ".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
   using Kind = DeepseekV4::WeightSpec::Kind;
   if (s.kind == Kind::kIntTable) {
-    out.push_back({s.name, "I32", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kExperts});
+    out.push_back({s.name, "I32", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kExperts, s});
     return;
   }
   if (s.kind == Kind::kExpert) {
-    out.push_back({s.name, "U8", {s.rows, s.cols / 2}, static_cast<size_t>(s.rows * s.cols / 2), Entry::kFp4});
-    out.push_back({stem + ".scale", "F8_E8M0", {s.rows, s.cols / 32}, static_cast<size_t>(s.rows * s.cols / 32), Entry::kE8M0});
+    out.push_back({s.name, "U8", {s.rows, s.cols / 2}, static_cast<size_t>(s.rows * s.cols / 2), Entry::kFp4, s});
+    out.push_back({stem + ".scale", "F8_E8M0", {s.rows, s.cols / 32}, static_cast<size_t>(s.rows * s.cols / 32), Entry::kE8M0, s});
     return;
   }
   for (const char* t : kFp8) {
     if (!ends_with(s.name, t)) continue;
     const int64_t br = (s.rows + 127) / 128, bc = (s.cols + 127) / 128;
-    out.push_back({s.name, "F8_E4M3", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols), Entry::kFp8});
-    out.push_back({stem + ".scale", "F8_E8M0", {br, bc}, static_cast<size_t>(br * bc), Entry::kE8M0});
+    out.push_back({s.name, "F8_E4M3", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols), Entry::kFp8, s});
+    out.push_back({stem + ".scale", "F8_E8M0", {br, bc}, static_cast<size_t>(br * bc), Entry::kE8M0, s});
     return;
   }
   std::vector<int64_t> shape = s.rows == 1 ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
   for (const char* t : kBf16) {
     if (ends_with(s.name, t)) {
-      out.push_back({s.name, "BF16", shape, static_cast<size_t>(s.rows * s.cols) * 2, Entry::kBf16});
+      out.push_back({s.name, "BF16", shape, static_cast<size_t>(s.rows * s.cols) * 2, Entry::kBf16, s});
       return;
     }
   }
-  out.push_back({s.name, "F32", shape, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kF32});
+  out.push_back({s.name, "F32", shape, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kF32, s});
 }
 
 // Random bytes of each kind: FP8 codes of magnitude <= 1 (no NaN), scales near 2^-6, small floats.
@@ -117,30 +129,85 @@ void fill(const Entry& t, std::vector<uint8_t>& buf, uint64_t& state) {
   }
 }
 
+// --from: the bytes of each entry from the source model's weights, quantized where the entry is
+// stored quantized (a weight's scale comes from quantizing its values, just before).
+class Quantizer {
+ public:
+  explicit Quantizer(const Checkpoint& ckpt) : cat_(ckpt, 128, 128) {}
+  Result<void> fill(const Entry& t, std::vector<uint8_t>& buf) {
+    const auto& s = t.spec;
+    if (t.fill == Entry::kE8M0) {
+      buf = std::move(scale_);
+      if (buf.size() != t.bytes) return make_error(Code::kInternal, "{}: no scale", t.name);
+      return ok();
+    }
+    if (t.fill == Entry::kExperts) {
+      DI_TRY(table, cat_.int_table(s.name, s.rows, s.cols));
+      buf.resize(table.size() * 4);
+      std::memcpy(buf.data(), table.data(), buf.size());
+      return ok();
+    }
+    DI_TRY(src, cat_.matrix(s.name, s.rows, s.cols));
+    std::vector<float> f(static_cast<size_t>(src.numel()));
+    dequantize_to_f32(src, f.data());
+    switch (t.fill) {
+      case Entry::kFp8: quantize_fp8_block(f.data(), s.rows, s.cols, 128, buf, scale_); break;
+      case Entry::kFp4: quantize_mxfp4(f.data(), s.rows, s.cols, buf, scale_); break;
+      case Entry::kBf16:
+        buf.resize(f.size() * 2);
+        for (size_t i = 0; i < f.size(); ++i) {
+          const uint16_t h = f32_to_bf16(f[i]);
+          std::memcpy(buf.data() + 2 * i, &h, 2);
+        }
+        break;
+      default: buf.resize(f.size() * 4); std::memcpy(buf.data(), f.data(), buf.size());
+    }
+    return ok();
+  }
+
+ private:
+  WeightCatalog cat_;
+  std::vector<uint8_t> scale_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: native_checkpoint CONFIG.json OUT_DIR [--shard-gb 4] [--seed 1]\n");
+    std::fprintf(stderr,
+                 "usage: native_checkpoint CONFIG.json OUT_DIR [--shard-gb 4] [--seed 1]\n"
+                 "       native_checkpoint --from MODEL_DIR OUT_DIR [--shard-gb 4]\n");
     return 2;
   }
-  const std::string config_path = argv[1], out = argv[2];
+  const bool from = !std::strcmp(argv[1], "--from");
+  const int first = from ? 2 : 1;
+  if (argc < first + 2) return 2;
+  const std::string config_path = argv[first], out = argv[first + 1];
   double shard_gb = 4;
   uint64_t seed = 1;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--shard-gb")) shard_gb = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+  for (int i = first + 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--shard-gb"))
+      shard_gb = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seed"))
+      seed = std::strtoull(argv[i + 1], nullptr, 10);
   }
+  auto fail = [](const Error& e) {
+    std::fprintf(stderr, "%s\n", e.message.c_str());
+    return 1;
+  };
   auto config = DeepseekV4::read_config(config_path);
-  if (!config) {
-    std::fprintf(stderr, "%s\n", config.error().message.c_str());
-    return 1;
-  }
+  if (!config) return fail(config.error());
   auto cpu = make_cpu_backend(1);
-  auto specs = cpu ? DeepseekV4::weight_specs(config.value(), *cpu.value()) : Result<std::vector<DeepseekV4::WeightSpec>>(cpu.error());
-  if (!specs) {
-    std::fprintf(stderr, "%s\n", specs.error().message.c_str());
-    return 1;
+  if (!cpu) return fail(cpu.error());
+  auto specs = DeepseekV4::weight_specs(config.value(), *cpu.value());
+  if (!specs) return fail(specs.error());
+  std::optional<Checkpoint> source;
+  std::optional<Quantizer> quantizer;
+  if (from) {
+    auto ckpt = Checkpoint::open_dir(config_path);
+    if (!ckpt) return fail(ckpt.error());
+    source.emplace(std::move(ckpt.value()));
+    quantizer.emplace(*source);
   }
   std::vector<Entry> tensors;
   for (const auto& s : specs.value()) add_spec(s, tensors);
@@ -158,9 +225,15 @@ int main(int argc, char** argv) {
     in_shard += t.bytes;
   }
   fs::create_directories(out);
-  fs::copy_file(fs::is_directory(config_path) ? fs::path(config_path) / "config.json" : fs::path(config_path), fs::path(out) / "config.json",
-                fs::copy_options::overwrite_existing);
-  nlohmann::ordered_json index = {{"metadata", {{"format", "native random"}}}, {"weight_map", nlohmann::ordered_json::object()}};
+  fs::copy_file(fs::is_directory(config_path) ? fs::path(config_path) / "config.json" : fs::path(config_path),
+                fs::path(out) / "config.json", fs::copy_options::overwrite_existing);
+  if (from) {
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+      if (fs::exists(fs::path(config_path) / f))
+        fs::copy_file(fs::path(config_path) / f, fs::path(out) / f, fs::copy_options::overwrite_existing);
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"format", from ? "native, quantized" : "native, random"}}},
+                                  {"weight_map", nlohmann::ordered_json::object()}};
   uint64_t state = seed * 0x9e3779b97f4a7c15ull | 1, total = 0;
   std::vector<uint8_t> buf;
   for (size_t k = 0; k < shards.size(); ++k) {
@@ -180,7 +253,11 @@ int main(int argc, char** argv) {
     f.write(reinterpret_cast<const char*>(&n), 8);
     f.write(h.data(), static_cast<std::streamsize>(h.size()));
     for (const Entry* t : shards[k]) {
-      fill(*t, buf, state);
+      if (quantizer) {
+        if (auto filled = quantizer->fill(*t, buf); !filled) return fail(filled.error());
+      } else {
+        fill(*t, buf, state);
+      }
       f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
     }
     if (!f) {

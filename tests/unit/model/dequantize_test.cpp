@@ -1,5 +1,6 @@
 // Number formats against hand-computed values: bf16, f16, fp8-e4m3, e8m0, e2m1, and the two block
-// formats (fp8 with 128x128 block scales, MXFP4 with one scale per 32).
+// formats (fp8 with 128x128 block scales, MXFP4 with one scale per 32); quantization into them.
+#include "backend/weight_quantize.h"
 #include "backend/weight_source.h"
 #include "util/dtype.h"
 
@@ -112,4 +113,70 @@ TEST(Dequantize, RejectsShapesAndDtypesThatDoNotFit) {
 }
 
 }  // namespace
+TEST(Quantize, E4m3RoundsToNearestEven) {
+  for (int c = 0; c < 256; ++c) {  // every finite code comes back
+    if ((c & 0x7f) == 0x7f) continue;
+    const float v = fp8_e4m3_to_f32(static_cast<uint8_t>(c));
+    EXPECT_EQ(f32_to_e4m3(v), c == 0x80 ? 0x80 : c) << c;
+  }
+  EXPECT_EQ(f32_to_e4m3(1.0625f), 0x38);   // halfway between 1 (0x38) and 1.125 (0x39): even
+  EXPECT_EQ(f32_to_e4m3(1.1875f), 0x3a);   // halfway between 1.125 and 1.25: even is 0x3a
+  EXPECT_EQ(f32_to_e4m3(1.07f), 0x39);
+  EXPECT_EQ(f32_to_e4m3(1000.0f), 0x7e);   // saturates at 448
+  EXPECT_EQ(f32_to_e4m3(-1000.0f), 0xfe);
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(1.0f, -11)), 0x00);  // below half the smallest subnormal
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 subnormal steps: ties to even (2)
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(3.0f, -11)), 0x01);  // 0.75 of a step
+}
+
+TEST(Quantize, BlockFormatsRoundTripWithinTheirPrecision) {
+  const int64_t rows = 130, cols = 96;
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i) * 0.37f) * (i % 97 == 0 ? 30.0f : 1.0f);
+  for (int64_t c = 0; c < cols; ++c) w[static_cast<size_t>(129 * cols + c)] = 0.0f;  // a zero row: blocks of zeros
+  std::vector<uint8_t> codes, scales;
+  quantize_fp8_block(w.data(), rows, cols, 128, codes, scales);
+  ASSERT_EQ(scales.size(), 2u);  // [2, 1] blocks
+  WeightSource fp8;
+  fp8.format = WeightFormat::kFp8Block;
+  fp8.rows = rows;
+  fp8.cols = cols;
+  fp8.values = {DType::kF8E4M3, {rows, cols}, codes.data(), codes.size()};
+  fp8.scale = {DType::kF8E8M0, {2, 1}, scales.data(), scales.size()};
+  ASSERT_TRUE(validate_weight_source(fp8));
+  std::vector<float> back(w.size());
+  dequantize_to_f32(fp8, back.data());
+  // Within a block of amax A: |error| <= A / 16 (3 mantissa bits, scale up to 2x A / 448).
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_LE(std::fabs(back[i] - w[i]), 30.0f / 16) << i;
+  for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(back[static_cast<size_t>(129 * cols + c)], 0.0f);
+  std::vector<uint8_t> packed, mx_scales;
+  quantize_mxfp4(w.data(), rows, cols, packed, mx_scales);
+  WeightSource mx;
+  mx.format = WeightFormat::kMxfp4;
+  mx.rows = rows;
+  mx.cols = cols;
+  mx.values = {DType::kU8, {rows, cols / 2}, packed.data(), packed.size()};
+  mx.scale = {DType::kF8E8M0, {rows, cols / 32}, mx_scales.data(), mx_scales.size()};
+  ASSERT_TRUE(validate_weight_source(mx));
+  dequantize_to_f32(mx, back.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < cols / 32; ++g) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r * cols + g * 32 + i)]));
+      for (int i = 0; i < 32; ++i) {
+        const size_t k = static_cast<size_t>(r * cols + g * 32 + i);
+        EXPECT_LE(std::fabs(back[k] - w[k]), amax / 3) << r << " " << g << " " << i;  // half the widest step (4 to 6), scale < amax / 3
+      }
+    }
+  // Values a format holds exactly come back exactly.
+  const float exact[32] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.5f, -1, -6, 6, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 6, 6, -2, -3, -4, 0.5f, 1.5f, 1, 0, 0};
+  quantize_mxfp4(exact, 1, 32, packed, mx_scales);
+  mx.rows = 1;
+  mx.cols = 32;
+  mx.values = {DType::kU8, {1, 16}, packed.data(), packed.size()};
+  mx.scale = {DType::kF8E8M0, {1, 1}, mx_scales.data(), mx_scales.size()};
+  dequantize_to_f32(mx, back.data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(back[static_cast<size_t>(i)], exact[i]) << i;
+}
+
 }  // namespace deepinfer
