@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "engine/model_runner.h"
+#include "model/memory_plan.h"
 #include "model/model_cost.h"
 
 #include <algorithm>
@@ -45,6 +46,8 @@ struct BenchArgs {
   bool compare = false;
   bool no_graphs = false;
   bool no_decode = false, no_prefill = false;
+  bool memory_plan = false;
+  double device_gb = 0, reserve_gb = 6;
   int prefill_chunk = 8192;
   int64_t prefill_max_tokens = 65536;
   double max_seconds = 0;
@@ -564,6 +567,29 @@ class Bench {
   std::vector<PrefillResult> prefill_results_;
 };
 
+// --memory-plan: the model's weights in the released formats against the device's memory, without
+// building the model (the full V4-Flash does not fit in bf16).
+Result<void> print_memory_plan(const BenchArgs& a, Backend& backend, Report& rep) {
+  DI_TRY(config, DeepseekV4::read_config(a.model));
+  DI_TRY(cpu, make_cpu_backend(1));  // (the model's small derived tables)
+  DI_TRY(plan, plan_memory(config, *cpu));
+  const bool cuda = backend.name().rfind("cuda", 0) == 0;
+  const double device = a.device_gb > 0 ? a.device_gb * 1e9 : cuda ? static_cast<double>(backend.free_memory_bytes()) : 141e9;
+  rep.line("## deepinfer bench --memory-plan");
+  rep.blank();
+  rep.line("- command: `%s`", command_line().c_str());
+  rep.line("- date: %s", utc_now().c_str());
+  rep.line("- model %s: %d layers, hidden %d, %d experts (inter %d), vocab %d", a.model.c_str(), config.num_layers, config.hidden_size,
+           config.num_experts, config.moe_intermediate_size, config.vocab_size);
+  rep.line("- device: %s", a.device_gb > 0 ? "as given (--device-gb)"
+                           : cuda          ? (backend.name() + ", its free memory now").c_str()
+                                           : "an H200's 141 GB (no CUDA device here; --device-gb sets another)");
+  rep.blank();
+  for (const std::string& line : describe_memory_plan(plan, device, a.reserve_gb * 1e9, {4096, 32768, 131072, 1048576}))
+    rep.line("%s", line.c_str());
+  return ok();
+}
+
 Result<void> run_bench(const BenchArgs& a) {
   Report rep(a.out);
   std::unique_ptr<Backend> backend;
@@ -584,6 +610,7 @@ Result<void> run_bench(const BenchArgs& a) {
       DI_TRYV(cpu());
     }
   }
+  if (a.memory_plan) return print_memory_plan(a, *backend, rep);
   std::unique_ptr<DeepseekV4> model;
   const auto t_load = Clock::now();
   if (a.dummy) {
@@ -671,6 +698,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-seconds", a->max_seconds, "Skip what starts after this many seconds (0: no limit)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the weights, state and token ids")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the markdown to this file");
+  cmd->add_flag("--memory-plan", a->memory_plan,
+                "Only print what the model needs with its weights in the released formats (FP8, MXFP4) against the device's memory");
+  cmd->add_option("--device-gb", a->device_gb, "--memory-plan: device memory in GB (default: the CUDA device's free memory, else 141)");
+  cmd->add_option("--reserve-gb", a->reserve_gb, "--memory-plan: GB kept on each device for activations and workspaces")
+      ->capture_default_str();
   cmd->callback([a, &exit_code] { exit_code = report(run_bench(*a)); });
 }
 

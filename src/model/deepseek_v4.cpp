@@ -320,8 +320,7 @@ Result<void> DeepseekV4::load_weights(WeightProvider& src) {
   return src.done();
 }
 
-StateLayout DeepseekV4::state_layout(int block_tokens) const {
-  const ModelConfig& c = config_;
+StateLayout DeepseekV4::state_layout_of(const ModelConfig& c, int block_tokens) {
   if (block_tokens <= 0) {
     int base = 1;
     for (AttentionType t : c.attention_types)

@@ -52,7 +52,8 @@ class DeepseekV4 {
 
   // The per-sequence state this model needs, with blocks of `block_tokens` positions (0: a default
   // that is a multiple of every compress rate).
-  StateLayout state_layout(int block_tokens = 0) const;
+  StateLayout state_layout(int block_tokens = 0) const { return state_layout_of(config_, block_tokens); }
+  static StateLayout state_layout_of(const ModelConfig& config, int block_tokens = 0);
 
   // Runs the batch; returns the logits of batch.logit_rows, row-major [logit_rows x vocab], in host
   // memory the model owns (valid until the next forward; the caller may change it). Token ids and

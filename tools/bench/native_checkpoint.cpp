@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/weight_quantize.h"
 #include "model/deepseek_v4.h"
+#include "model/native_formats.h"
 #include "model/weight_catalog.h"
 
 #include <nlohmann/json.hpp>
@@ -28,25 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const char* tail) {
-  const size_t n = std::strlen(tail);
-  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
-
-// The released checkpoint's choices (tests/golden/models/make_fixtures.py writes the same ones).
-const char* const kFp8[] = {".attn.wq_a.weight",
-                            ".attn.wq_b.weight",
-                            ".attn.wkv.weight",
-                            ".attn.wo_a.weight",
-                            ".attn.wo_b.weight",
-                            ".attn.indexer.wq_b.weight",
-                            ".ffn.shared_experts.w1.weight",
-                            ".ffn.shared_experts.w2.weight",
-                            ".ffn.shared_experts.w3.weight"};
-const char* const kBf16[] = {
-    "embed.weight",     "head.weight", ".compressor.wkv.weight", ".compressor.wgate.weight", ".indexer.weights_proj.weight",
-    ".ffn.gate.weight", "norm.weight"};
-
 struct Entry {
   std::string name;
   std::string dtype;
@@ -58,32 +40,25 @@ struct Entry {
 };
 
 void add_spec(const DeepseekV4::WeightSpec& s, std::vector<Entry>& out) {
-  const std::string stem = ends_with(s.name, ".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
-  using Kind = DeepseekV4::WeightSpec::Kind;
-  if (s.kind == Kind::kIntTable) {
-    out.push_back({s.name, "I32", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kExperts, s});
-    return;
-  }
-  if (s.kind == Kind::kExpert) {
-    out.push_back({s.name, "U8", {s.rows, s.cols / 2}, static_cast<size_t>(s.rows * s.cols / 2), Entry::kFp4, s});
-    out.push_back({stem + ".scale", "F8_E8M0", {s.rows, s.cols / 32}, static_cast<size_t>(s.rows * s.cols / 32), Entry::kE8M0, s});
-    return;
-  }
-  for (const char* t : kFp8) {
-    if (!ends_with(s.name, t)) continue;
-    const int64_t br = (s.rows + 127) / 128, bc = (s.cols + 127) / 128;
-    out.push_back({s.name, "F8_E4M3", {s.rows, s.cols}, static_cast<size_t>(s.rows * s.cols), Entry::kFp8, s});
-    out.push_back({stem + ".scale", "F8_E8M0", {br, bc}, static_cast<size_t>(br * bc), Entry::kE8M0, s});
-    return;
-  }
-  std::vector<int64_t> shape = s.rows == 1 ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
-  for (const char* t : kBf16) {
-    if (ends_with(s.name, t)) {
-      out.push_back({s.name, "BF16", shape, static_cast<size_t>(s.rows * s.cols) * 2, Entry::kBf16, s});
-      return;
+  const bool is_weight = s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0;
+  const std::string stem = is_weight ? s.name.substr(0, s.name.size() - 7) : s.name;
+  const auto n = static_cast<size_t>(s.rows * s.cols);
+  const std::vector<int64_t> shape = s.rows == 1 ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
+  switch (native_format(s)) {
+    case NativeFormat::kI32: out.push_back({s.name, "I32", {s.rows, s.cols}, n * 4, Entry::kExperts, s}); break;
+    case NativeFormat::kMxfp4:
+      out.push_back({s.name, "U8", {s.rows, s.cols / 2}, n / 2, Entry::kFp4, s});
+      out.push_back({stem + ".scale", "F8_E8M0", {s.rows, s.cols / 32}, n / 32, Entry::kE8M0, s});
+      break;
+    case NativeFormat::kFp8Block: {
+      const int64_t br = (s.rows + 127) / 128, bc = (s.cols + 127) / 128;
+      out.push_back({s.name, "F8_E4M3", {s.rows, s.cols}, n, Entry::kFp8, s});
+      out.push_back({stem + ".scale", "F8_E8M0", {br, bc}, static_cast<size_t>(br * bc), Entry::kE8M0, s});
+      break;
     }
+    case NativeFormat::kBf16: out.push_back({s.name, "BF16", shape, n * 2, Entry::kBf16, s}); break;
+    case NativeFormat::kF32: out.push_back({s.name, "F32", shape, n * 4, Entry::kF32, s}); break;
   }
-  out.push_back({s.name, "F32", shape, static_cast<size_t>(s.rows * s.cols) * 4, Entry::kF32, s});
 }
 
 // Random bytes of each kind: FP8 codes of magnitude <= 1 (no NaN), scales near 2^-6, small floats.
