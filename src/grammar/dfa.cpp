@@ -3,6 +3,7 @@
 #include "grammar/compile_budget.h"
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -101,6 +102,9 @@ class SubsetConstruction {
           for (uint32_t c = dfa_.byte_class[e.lo]; c <= dfa_.byte_class[e.hi]; ++c) moved[c].push_back(e.target);
         }
       }
+      // Sorting, hashing and keeping a moved set cost more than a step per element: large sets (a
+      // long bounded repetition of an ambiguous unit) are charged what they take.
+      for (const auto& m : moved) work += m.size() * (1 + std::bit_width(m.size()));
       DI_TRYV(CompileBudget::spend(work));
       for (uint32_t c = 0; c < dfa_.num_classes; ++c) {
         if (moved[c].empty()) continue;
@@ -171,6 +175,7 @@ class SubsetConstruction {
     if (dfa_.num_states() >= max_states_) {
       return make_error(Code::kGrammar, "regular expression too complex (more than {} DFA states)", max_states_);
     }
+    CompileBudget::charge(2 * set.size());  // its hash and its two copies
     bool at_start = !set.empty() && set.back() == kStartMarker;
     uint32_t id = dfa_.add_state(accepts(set, at_start));
     ids_.emplace(set, id);

@@ -210,6 +210,22 @@ TEST(HostileCompileTime, WorkBeyondTheBudgetIsAnError) {
   EXPECT_LT(CompileBudget::used(), CompileBudget::kDefaultSteps / 100);
 }
 
+TEST(HostileCompileTime, LargeSubsetsAreChargedWhatTheyCost) {
+  // A long bounded repetition of an ambiguous unit: after k digits the automaton may be in any of
+  // k copies, so its subset construction sorts and hashes sets of thousands of states. Charged a
+  // step per set element, it spent 8 s and ~1 GB within the budget (an hour of fuzzing found it);
+  // charged for the sorting and hashing too, it stops at the budget in well under a second.
+  const char* spec = R"(root ::= "a"{233} [^xroot ::= .item+
+? | ite-z]? "\u00e9" [\]] ws [^" ws [0-9]+{2333} [^xroot ::= .itroot ::= ws "{" ws (kv (ws "," ws kv)*)? ws "}"
+kv ::=[^|"" [az-]+ "\"" ws ":" ws [&-8]+
+ws ::= [ \t\n]*)";
+  expect_grammar_error(GrammarCompiler::validate(GrammarKind::kEbnf, spec), "steps of work");  // the budget, not a state limit
+  // A legitimate bounded repetition stays far below the budget.
+  CompileBudget::Scope full;
+  EXPECT_TRUE(GrammarCompiler::validate(GrammarKind::kEbnf, "root ::= [0-9]{1,2333} [a-z]+{3}"));
+  EXPECT_LT(CompileBudget::used(), CompileBudget::kDefaultSteps / 100);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
 
