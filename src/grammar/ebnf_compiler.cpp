@@ -174,12 +174,20 @@ class Parser {
       } else {
         break;
       }
-      Expr r;
-      r.kind = Expr::Kind::kRepeat;
-      r.items.push_back(std::move(item));
-      r.min = lo;
-      r.max = hi;
-      item = std::move(r);
+      // Stacked `?`, `*` and `+` mean one of them ((x+)* is x*): one repetition instead of nested
+      // ones, which an automaton or the parser would explore in every way of splitting.
+      const auto simple = [](uint32_t a, uint32_t b) { return a <= 1 && (b == 1 || b == kUnbounded); };
+      if (item.kind == Expr::Kind::kRepeat && simple(item.min, item.max) && simple(lo, hi)) {
+        item.min = std::min(item.min, lo);
+        item.max = item.max == kUnbounded || hi == kUnbounded ? kUnbounded : 1;
+      } else {
+        Expr r;
+        r.kind = Expr::Kind::kRepeat;
+        r.items.push_back(std::move(item));
+        r.min = lo;
+        r.max = hi;
+        item = std::move(r);
+      }
       skip_space();
     }
     return item;
