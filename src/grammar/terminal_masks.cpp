@@ -327,10 +327,10 @@ void TerminalMasks::subtree_keys(const TokenTrie& trie, uint64_t trie_tag, uint3
 }
 
 size_t TerminalMasks::walk_cost(uint32_t state, std::bitset<256>& first_bytes) const {
+  if (walked(state)) return 0;
   for (int b = 0; b < 256; ++b) {
     if (dfa_->next(state, static_cast<uint8_t>(b)) != Dfa::kDead) first_bytes.set(static_cast<size_t>(b));
   }
-  if (walked(state)) return 0;
   const TokenVocabulary& vocab = table_->vocabulary();
   size_t cost = 0;
   std::vector<uint32_t> children, targets;

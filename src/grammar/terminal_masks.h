@@ -127,8 +127,8 @@ class TerminalMasks {
   // Whether a plain terminal's state mask is known (here or, by residual, in the table).
   bool walked(uint32_t state) const;
   // About how many trie nodes the first state_mask of a plain terminal's state would walk: the
-  // subtrees whose walks from it are not known yet (0 once its mask is known). Adds the first
-  // bytes alive from the state to `first_bytes`.
+  // subtrees whose walks from it are not known yet (0 once its mask is known). Otherwise adds the
+  // first bytes alive from the state to `first_bytes`.
   size_t walk_cost(uint32_t state, std::bitset<256>& first_bytes) const;
   // A plain terminal's exits alone (`inside` left empty), taken from `cover`: the mask of an
   // automaton that accepts, from its state, every string this one accepts from `state` (a walk of

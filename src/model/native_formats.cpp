@@ -1,15 +1,10 @@
 #include "model/native_formats.h"
 
-#include <cstring>
+#include <cstdlib>
 #include <string>
 
 namespace deepinfer {
 namespace {
-
-bool ends_with(const std::string& s, const char* tail) {
-  const size_t n = std::strlen(tail);
-  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
 
 const char* const kFp8[] = {".attn.wq_a.weight",
                             ".attn.wq_b.weight",
@@ -31,9 +26,9 @@ NativeFormat native_format(const DeepseekV4::WeightSpec& w) {
   if (w.kind == Kind::kIntTable) return NativeFormat::kI32;
   if (w.kind == Kind::kExpert) return NativeFormat::kMxfp4;
   for (const char* t : kFp8)
-    if (ends_with(w.name, t)) return NativeFormat::kFp8Block;
+    if (w.name.ends_with(t)) return NativeFormat::kFp8Block;
   for (const char* t : kBf16)
-    if (ends_with(w.name, t)) return NativeFormat::kBf16;
+    if (w.name.ends_with(t)) return NativeFormat::kBf16;
   return NativeFormat::kF32;
 }
 

@@ -40,8 +40,7 @@ struct Entry {
 };
 
 void add_spec(const DeepseekV4::WeightSpec& s, std::vector<Entry>& out) {
-  const bool is_weight = s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, ".weight") == 0;
-  const std::string stem = is_weight ? s.name.substr(0, s.name.size() - 7) : s.name;
+  const std::string stem = s.name.ends_with(".weight") ? s.name.substr(0, s.name.size() - 7) : s.name;
   const auto n = static_cast<size_t>(s.rows * s.cols);
   const std::vector<int64_t> shape = s.rows == 1 ? std::vector<int64_t>{s.cols} : std::vector<int64_t>{s.rows, s.cols};
   switch (native_format(s)) {
