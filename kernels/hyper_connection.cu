@@ -582,7 +582,9 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (rows >= kMixMmaMinRows && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
+  // (tensor cores: three bf16 terms per value, not the FMA kernel's sums; batch-invariant launches
+  // take them whatever the rows)
+  if ((rows >= kMixMmaMinRows || s.invariant) && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);

@@ -171,8 +171,9 @@ __global__ void __launch_bounds__(R * 128) indexer_scores_mqa_kernel(const float
       const float wa = ws[warp * 16 + g], wb = ws[warp * 16 + g + 8];
 #pragma unroll
       for (int nt = 0; nt < kTile / 8; ++nt) {
-        float v0 = fmaxf(acc[nt][0], 0.0f) * wa + fmaxf(acc[nt][2], 0.0f) * wb;
-        float v1 = fmaxf(acc[nt][1], 0.0f) * wa + fmaxf(acc[nt][3], 0.0f) * wb;
+        // (explicit roundings: every instantiation, 1 or 4 rows a block, sums the same way)
+        float v0 = __fmaf_rn(fmaxf(acc[nt][2], 0.0f), wb, __fmul_rn(fmaxf(acc[nt][0], 0.0f), wa));
+        float v1 = __fmaf_rn(fmaxf(acc[nt][3], 0.0f), wb, __fmul_rn(fmaxf(acc[nt][1], 0.0f), wa));
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) {
           v0 += __shfl_xor_sync(kFull, v0, o);

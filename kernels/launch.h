@@ -62,6 +62,9 @@ struct CompressJob {
 struct Stream {
   cudaStream_t id = nullptr;
   bool pdl = true;
+  // The backend's batch_invariant option: launchers pick a kernel variant by shape alone, never by
+  // the number of rows (variants whose per-row arithmetic differs).
+  bool invariant = false;
 };
 
 // Raises the shared-memory limit of every kernel that needs more than 48 KB, on the current device,

@@ -294,24 +294,48 @@ __device__ __forceinline__ void load8(__nv_bfloat16* dst, const __nv_bfloat16* s
   }
 }
 
+// The rows [r0, r1) a block computes and the expert e whose weights it reads: a tile of the MoE plan,
+// or (a dense product: tiles null) rows blockIdx.x * rows_per_block ... of group blockIdx.z, whose
+// input and output start e * K and e * N columns in. False: no tile for this block.
+struct BlockRows {
+  int e, r0, r1;
+  int64_t a_off, y_off;
+};
+__device__ __forceinline__ bool block_rows(const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, int64_t dense_rows,
+                                           int rows_per_block, int64_t K, int64_t N, BlockRows& b) {
+  if (tiles) {
+    if (static_cast<int>(blockIdx.x) >= *n_tiles) return false;
+    const int4 t = tiles[blockIdx.x];
+    b = {t.x, t.y, t.z, 0, 0};
+    return true;
+  }
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int e = static_cast<int>(blockIdx.z);
+  b = {e, static_cast<int>(r0), static_cast<int>(min(dense_rows, r0 + rows_per_block)), e * K, e * N};
+  return r0 < dense_rows;
+}
+
 // grid (tiles, N / kBN): C[rows of the tile, n0 .. n0 + kBN) = A[rows] @ W[e]^T for one (kGateUp: two) weight(s).
+// A's rows are lda apart, Y's ldy (H's N); a dense product (tiles null) has dense_rows rows.
 template <bool kGateUp>
-__global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0,
-                                                       const __nv_bfloat16* __restrict__ W1, int64_t K, int64_t N, float limit,
-                                                       const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
-                                                       __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
+__global__ void __launch_bounds__(128)
+    moe_gemm_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1,
+                    int64_t K, int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                    int64_t dense_rows, int64_t lda, int64_t ldy, __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
   pdl_begin();
   using namespace nvcuda;
   constexpr int NW = kGateUp ? 2 : 1;
   __shared__ __align__(128) __nv_bfloat16 As[kBM * kLds];
   __shared__ __align__(128) __nv_bfloat16 Bs[NW][kBN * kLds];
   __shared__ __align__(128) float Cs[NW][kBM * kCld];
-  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
-  const int4 t = tiles[blockIdx.x];
-  const int e = t.x, r0 = t.y, r1 = t.z;
+  BlockRows br;
+  if (!block_rows(tiles, n_tiles, dense_rows, kBM, K, N, br)) return;
+  const int e = br.e, r0 = br.r0, r1 = br.r1;
+  A += br.a_off;
+  if constexpr (!kGateUp) Y += br.y_off;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
-  const bool vec = (K % 8) == 0;
+  const bool vec = (K % 8) == 0 && lda % 8 == 0;
   const __nv_bfloat16* Wb[NW];
   Wb[0] = W0 + static_cast<int64_t>(e) * N * K;
   if constexpr (kGateUp) Wb[NW - 1] = W1 + static_cast<int64_t>(e) * N * K;
@@ -323,7 +347,7 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
     for (int f = 0; f < 2; ++f) wmma::fill_fragment(acc[w][f], 0.0f);
 
   const int a_row = tid >> 2, a_col = (tid & 3) * 8;
-  const __nv_bfloat16* a_src = (r0 + a_row < r1) ? A + static_cast<int64_t>(r0 + a_row) * K : nullptr;
+  const __nv_bfloat16* a_src = (r0 + a_row < r1) ? A + static_cast<int64_t>(r0 + a_row) * lda : nullptr;
   for (int64_t k0 = 0; k0 < K; k0 += kBK) {
     load8(As + a_row * kLds + a_col, a_src, k0 + a_col, K, vec);
 #pragma unroll
@@ -363,7 +387,7 @@ __global__ void __launch_bounds__(128) moe_gemm_kernel(const __nv_bfloat16* __re
     if constexpr (kGateUp) {
       H[row * N + col] = __float2bfloat16_rn(swiglu_clamped(Cs[0][r * kCld + c], Cs[1][r * kCld + c], limit));
     } else {
-      Y[row * N + col] = Cs[0][r * kCld + c];
+      Y[row * ldy + col] = Cs[0][r * kCld + c];
     }
   }
 }
@@ -396,10 +420,10 @@ constexpr size_t v2_smem_bytes() {
 // grid (tiles, N / kCols); K % 8 == 0 and 16-byte aligned operands. kCols 64, or 32 for small
 // batches (twice the blocks: the weight stream spreads over every multiprocessor).
 template <bool kGateUp, int kRows, int kCols>
-__global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
-    const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1, int64_t K,
-    int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, __nv_bfloat16* __restrict__ H,
-    float* __restrict__ Y) {
+__global__ void __launch_bounds__(V2Shape<kRows>::kThreads)
+    moe_gemm_v2_kernel(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ W0, const __nv_bfloat16* __restrict__ W1,
+                       int64_t K, int64_t N, float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
+                       int64_t dense_rows, int64_t lda, int64_t ldy, __nv_bfloat16* __restrict__ H, float* __restrict__ Y) {
   pdl_begin();
   using namespace nvcuda;
   using Sh = V2Shape<kRows>;
@@ -408,9 +432,11 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
   static_assert(sizeof(float) * NW * kRows * CLD <= sizeof(__nv_bfloat16) * kStages * kStage, "epilogue fits the pipeline buffers");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* sm = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
-  const int4 t = tiles[blockIdx.x];
-  const int e = t.x, r0 = t.y, r1 = t.z;
+  BlockRows br;
+  if (!block_rows(tiles, n_tiles, dense_rows, kRows, K, N, br)) return;
+  const int e = br.e, r0 = br.r0, r1 = br.r1;
+  A += br.a_off;
+  if constexpr (!kGateUp) Y += br.y_off;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kCols;
   const int tid = threadIdx.x, warp = tid >> 5, wm = warp >> 1, wn = warp & 1;
   const __nv_bfloat16* Wb[NW];
@@ -426,7 +452,7 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
     for (int j = 0; j < (kRows * kV2BK / 8) / T; ++j) {  // A: kRows x 64 in 16-byte pieces
       const int idx = tid + T * j, row = idx >> 3, col = (idx & 7) * 8;
       const bool valid = r0 + row < r1 && k0 + col < K;
-      cp_async16(As + row * kV2Lds + col, valid ? A + static_cast<int64_t>(r0 + row) * K + k0 + col : A, valid);
+      cp_async16(As + row * kV2Lds + col, valid ? A + static_cast<int64_t>(r0 + row) * lda + k0 + col : A, valid);
     }
 #pragma unroll
     for (int w = 0; w < NW; ++w)
@@ -494,16 +520,18 @@ __global__ void __launch_bounds__(V2Shape<kRows>::kThreads) moe_gemm_v2_kernel(
     if constexpr (kGateUp) {
       H[row * N + col] = __float2bfloat16_rn(swiglu_clamped(Cs[r * CLD + c], Cs[kRows * CLD + r * CLD + c], limit));
     } else {
-      Y[row * N + col] = Cs[r * CLD + c];
+      Y[row * ldy + col] = Cs[r * CLD + c];
     }
   }
 }
 
 template <bool kGateUp, int kRows, int kCols = kBN>
-cudaError_t launch_moe_v2(dim3 grid, Stream s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1,
-                          int64_t K, int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y) {
+cudaError_t launch_moe_v2(dim3 grid, Stream s, const __nv_bfloat16* A, const __nv_bfloat16* W0, const __nv_bfloat16* W1, int64_t K,
+                          int64_t N, float limit, const int4* tiles, const int32_t* n_tiles, __nv_bfloat16* H, float* Y,
+                          int64_t dense_rows = 0, int64_t lda = 0, int64_t ldy = 0) {
   constexpr size_t smem = v2_smem_bytes<kGateUp, kRows, kCols>();
-  launch(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, grid, V2Shape<kRows>::kThreads, smem, s)(A, W0, W1, K, N, limit, tiles, n_tiles, H, Y);
+  launch(moe_gemm_v2_kernel<kGateUp, kRows, kCols>, grid, V2Shape<kRows>::kThreads, smem, s)(
+      A, W0, W1, K, N, limit, tiles, n_tiles, dense_rows, lda > 0 ? lda : K, ldy > 0 ? ldy : N, H, Y);
   return cudaGetLastError();
 }
 
@@ -518,19 +546,21 @@ bool v2_usable(const void* a, const void* w0, const void* w1, int64_t K) {
 
 // fp32 variant for the backend's fp32 reference mode: one output column per thread, plain FMAs.
 template <bool kGateUp>
-__global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restrict__ A, const float* __restrict__ W0,
-                                                           const float* __restrict__ W1, int64_t K, int64_t N, float limit,
-                                                           const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
-                                                           float* __restrict__ H, float* __restrict__ Y) {
+__global__ void __launch_bounds__(128)
+    moe_gemm_f32_kernel(const float* __restrict__ A, const float* __restrict__ W0, const float* __restrict__ W1, int64_t K, int64_t N,
+                        float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, int64_t dense_rows, int64_t lda,
+                        int64_t ldy, float* __restrict__ H, float* __restrict__ Y) {
   pdl_begin();
-  if (static_cast<int>(blockIdx.x) >= *n_tiles) return;
-  const int4 t = tiles[blockIdx.x];
+  BlockRows br;
+  if (!block_rows(tiles, n_tiles, dense_rows, kBM, K, N, br)) return;
+  A += br.a_off;
+  if constexpr (!kGateUp) Y += br.y_off;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 64 + (threadIdx.x & 63);
   if (col >= N) return;
-  const float* w0 = W0 + (static_cast<int64_t>(t.x) * N + col) * K;
-  const float* w1 = kGateUp ? W1 + (static_cast<int64_t>(t.x) * N + col) * K : nullptr;
-  for (int64_t r = t.y + (threadIdx.x >> 6); r < t.z; r += 2) {
-    const float* a = A + r * K;
+  const float* w0 = W0 + (static_cast<int64_t>(br.e) * N + col) * K;
+  const float* w1 = kGateUp ? W1 + (static_cast<int64_t>(br.e) * N + col) * K : nullptr;
+  for (int64_t r = br.r0 + (threadIdx.x >> 6); r < br.r1; r += 2) {
+    const float* a = A + r * lda;
     float g = 0.0f, u = 0.0f;
     for (int64_t k = 0; k < K; ++k) {
       g += a[k] * w0[k];
@@ -539,7 +569,7 @@ __global__ void __launch_bounds__(128) moe_gemm_f32_kernel(const float* __restri
     if constexpr (kGateUp) {
       H[r * N + col] = swiglu_clamped(g, u, limit);
     } else {
-      Y[r * N + col] = g;
+      Y[r * ldy + col] = g;
     }
   }
 }
@@ -692,7 +722,7 @@ cudaError_t moe_gate_up(const bf16_t* xperm, const bf16_t* w1, const bf16_t* w3,
     return launch_moe_v2<true, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((inter + 31) / 32)), s, x, a, b, d, inter, limit, tiles,
                                                  n_tiles, hb, nullptr);
   if (v2) return launch_moe_v2<true, kMoeTileRows>(grid, s, x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
-  launch(moe_gemm_kernel<true>, grid, 128, 0, s)(x, a, b, d, inter, limit, tiles, n_tiles, hb, nullptr);
+  launch(moe_gemm_kernel<true>, grid, 128, 0, s)(x, a, b, d, inter, limit, tiles, n_tiles, 0, d, inter, hb, nullptr);
   return cudaGetLastError();
 }
 
@@ -714,7 +744,7 @@ cudaError_t moe_down(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d
     return launch_moe_v2<false, kMoeTileRows, 32>(dim3(grid.x, static_cast<unsigned>((d + 31) / 32)), s, hb, w, nullptr, inter, d, 0.0f,
                                                   tiles, n_tiles, nullptr, y);
   if (v2) return launch_moe_v2<false, kMoeTileRows>(grid, s, hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
-  launch(moe_gemm_kernel<false>, grid, 128, 0, s)(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+  launch(moe_gemm_kernel<false>, grid, 128, 0, s)(hb, w, nullptr, inter, d, 0.0f, tiles, n_tiles, 0, inter, d, nullptr, y);
   return cudaGetLastError();
 }
 
@@ -730,7 +760,7 @@ cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3
   const int64_t nb = (inter + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
   launch(moe_gemm_f32_kernel<true>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
-      xperm, w1, w3, d, inter, limit, tiles, n_tiles, h, nullptr);
+      xperm, w1, w3, d, inter, limit, tiles, n_tiles, 0, d, inter, h, nullptr);
   return cudaGetLastError();
 }
 
@@ -740,7 +770,7 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
   const int64_t nb = (d + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
   launch(moe_gemm_f32_kernel<false>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
-      h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
+      h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, 0, inter, d, nullptr, y);
   return cudaGetLastError();
 }
 
@@ -766,6 +796,142 @@ cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights
 cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, Stream s) {
   return launch_moe_combine(reinterpret_cast<const __nv_bfloat16*>(y), pos, weights, rows, top_k, d, out, s);
+}
+
+// --- fp32 products in a fixed order per output (batch-invariant mode's fp32 weights: the router
+// gate, small matrices). K is cut into chunks of kF32Chunk by K alone; a thread sums its outputs'
+// products over a chunk in k order (fmaf), and the chunks' sums are added in chunk order. Chunks
+// spread a few rows (decode) over many blocks; tiles of 64 x 64 outputs (4 x 4 a thread) serve many.
+constexpr int kF32Tile = 64, kF32Step = 16, kF32Chunk = 256;
+int f32_chunks(int64_t K) { return static_cast<int>((K + kF32Chunk - 1) / kF32Chunk); }
+
+// grid (row tiles, column tiles, groups * chunks): out [rows, ldo] (a chunk's: chunk * rows * ldo
+// further) = the chunk's sums; group g reads x + g * K and w + g * N * K, writes out + g * N.
+__global__ void __launch_bounds__(256)
+    f32_chunk_kernel(const float* __restrict__ X, int64_t rows, int64_t K, int64_t ldx, const float* __restrict__ W, int64_t N, int chunks,
+                     float* __restrict__ out, int64_t ldo) {
+  pdl_begin();
+  __shared__ float Xs[kF32Step][kF32Tile + 4];
+  __shared__ float Ws[kF32Step][kF32Tile + 4];
+  const int g = static_cast<int>(blockIdx.z) / chunks, chunk = static_cast<int>(blockIdx.z) % chunks;
+  X += g * K;
+  W += g * N * K;
+  out += g * N + static_cast<int64_t>(chunk) * rows * ldo;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kF32Tile, n0 = static_cast<int64_t>(blockIdx.y) * kF32Tile;
+  const int64_t k_begin = static_cast<int64_t>(chunk) * kF32Chunk, k_end = min(K, k_begin + kF32Chunk);
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kF32Step) {
+    for (int i = threadIdx.x; i < kF32Tile * kF32Step; i += 256) {
+      const int r = i / kF32Step, kk = i % kF32Step;
+      const int64_t gk = k0 + kk;
+      const bool in_k = gk < k_end;
+      Xs[kk][r] = in_k && r0 + r < rows ? X[(r0 + r) * ldx + gk] : 0.0f;
+      Ws[kk][r] = in_k && n0 + r < N ? W[(n0 + r) * K + gk] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kF32Step; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = Xs[kk][ty * 4 + i], b[i] = Ws[kk][tx * 4 + i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t r = r0 + ty * 4 + i, c = n0 + tx * 4 + j;
+      if (r < rows && c < N) out[r * ldo + c] = acc[i][j];
+    }
+}
+
+// y[r, c] = the chunks' sums of (r, c) added in chunk order; part [chunks][rows][cols].
+__global__ void f32_chunk_sum_kernel(const float* __restrict__ part, int64_t rows, int64_t cols, int chunks, float* __restrict__ y,
+                                     int64_t ldy) {
+  pdl_begin();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  float v = part[i];
+  for (int c = 1; c < chunks; ++c) v += part[static_cast<int64_t>(c) * rows * cols + i];
+  y[(i / cols) * ldy + i % cols] = v;
+}
+
+// --- dense products on the tile kernels (batch-invariant mode): every output is the same sequence of
+// 16x16x16 mma steps over K (zero-filled past it) whatever the tile shape, so the tile rows and
+// column widths chosen here by the row count change no bit of a row's result.
+
+cudaError_t tile_linear(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
+                        int64_t ldy, Stream s) {
+  if (rows <= 0 || n <= 0 || groups <= 0) return cudaSuccess;
+  const auto* a = reinterpret_cast<const __nv_bfloat16*>(x);
+  const auto* b = reinterpret_cast<const __nv_bfloat16*>(w);
+  const bool v2 = v2_usable(x, w, nullptr, k) && ldx % 8 == 0;
+  const int tile_rows = v2 && rows >= 4 * kMoeBigTileRows ? kMoeBigTileRows : kMoeTileRows;
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  const bool narrow = v2 && tile_rows == kMoeTileRows && narrow_columns(static_cast<int>(tiles) * groups, n);
+  const int64_t nb = (n + (narrow ? 31 : kBN - 1)) / (narrow ? 32 : kBN);
+  if (tiles > INT32_MAX || nb > 65535 || groups > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nb), static_cast<unsigned>(groups));
+  if (!v2) {
+    launch(moe_gemm_kernel<false>, grid, 128, 0, s)(a, b, nullptr, k, n, 0.0f, nullptr, nullptr, rows, ldx, ldy, nullptr, y);
+    return cudaGetLastError();
+  }
+  if (tile_rows == kMoeBigTileRows)
+    return launch_moe_v2<false, kMoeBigTileRows>(grid, s, a, b, nullptr, k, n, 0.0f, nullptr, nullptr, nullptr, y, rows, ldx, ldy);
+  if (narrow)
+    return launch_moe_v2<false, kMoeTileRows, 32>(grid, s, a, b, nullptr, k, n, 0.0f, nullptr, nullptr, nullptr, y, rows, ldx, ldy);
+  return launch_moe_v2<false, kMoeTileRows>(grid, s, a, b, nullptr, k, n, 0.0f, nullptr, nullptr, nullptr, y, rows, ldx, ldy);
+}
+
+cudaError_t tile_gate_up(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
+                         bf16_t* h, Stream s) {
+  if (rows <= 0 || inter <= 0) return cudaSuccess;
+  const auto* a = reinterpret_cast<const __nv_bfloat16*>(x);
+  const auto* g = reinterpret_cast<const __nv_bfloat16*>(w1);
+  const auto* u = reinterpret_cast<const __nv_bfloat16*>(w3);
+  auto* hb = reinterpret_cast<__nv_bfloat16*>(h);
+  const bool v2 = v2_usable(x, w1, w3, d);
+  const int tile_rows = v2 && rows >= 4 * kMoeBigTileRows ? kMoeBigTileRows : kMoeTileRows;
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  const bool narrow = v2 && tile_rows == kMoeTileRows && narrow_columns(static_cast<int>(tiles), inter);
+  const int64_t nb = (inter + (narrow ? 31 : kBN - 1)) / (narrow ? 32 : kBN);
+  if (tiles > INT32_MAX || nb > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nb));
+  if (!v2) {
+    launch(moe_gemm_kernel<true>, grid, 128, 0, s)(a, g, u, d, inter, limit, nullptr, nullptr, rows, d, inter, hb, nullptr);
+    return cudaGetLastError();
+  }
+  if (tile_rows == kMoeBigTileRows)
+    return launch_moe_v2<true, kMoeBigTileRows>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
+  if (narrow)
+    return launch_moe_v2<true, kMoeTileRows, 32>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
+  return launch_moe_v2<true, kMoeTileRows>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
+}
+
+cudaError_t tile_linear_f32(const float* x, int64_t rows, int64_t k, int64_t ldx, const float* w, int64_t n, int groups, float* y,
+                            int64_t ldy, float* part, Stream s) {
+  if (rows <= 0 || n <= 0 || groups <= 0) return cudaSuccess;
+  const int chunks = f32_chunks(k);
+  const int64_t tiles = (rows + kF32Tile - 1) / kF32Tile, nb = (n + kF32Tile - 1) / kF32Tile;
+  if (tiles > INT32_MAX || nb > 65535 || static_cast<int64_t>(groups) * chunks > 65535 || (chunks > 1 && !part))
+    return cudaErrorInvalidValue;
+  launch(f32_chunk_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(nb), static_cast<unsigned>(groups * chunks)), 256, 0,
+         s)(x, rows, k, ldx, w, n, chunks, chunks > 1 ? part : y, chunks > 1 ? n * groups : ldy);
+  if (chunks == 1) return cudaGetLastError();
+  const int64_t total = rows * n * groups;
+  launch(f32_chunk_sum_kernel, blocks_for(total, 256), 256, 0, s)(part, rows, n * groups, chunks, y, ldy);
+  return cudaGetLastError();
+}
+
+int64_t tile_linear_f32_scratch(int64_t rows, int64_t k, int64_t n, int groups) {
+  const int chunks = f32_chunks(k);
+  return chunks > 1 ? rows * n * groups * chunks : 0;
 }
 
 }  // namespace deepinfer::kernels

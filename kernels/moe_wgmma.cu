@@ -13,6 +13,8 @@
 #include "common.cuh"
 #include "wgmma.cuh"
 
+#include <type_traits>
+
 namespace deepinfer::kernels {
 namespace {
 
@@ -48,23 +50,38 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, 
 // neighbours too (its weight rows shared through L2). kSwiglu: out = h (bf16, n = inter columns),
 // weights w (w1) and w_up (w3); else out = y in bf16 into h (n = d columns), weight w (w2). x rows
 // are k wide;
-// sources (or null: row r is x's row r) maps the tiles' rows to x's.
-template <bool kSwiglu>
-__global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
-                                                             const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit,
-                                                             const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles,
-                                                             __nv_bfloat16* __restrict__ h) {
+// sources (or null: row r is x's row r) maps the tiles' rows to x's. A dense product (tiles null,
+// batch-invariant mode): tile blockIdx.y is rows 128 y .. of dense_rows, group blockIdx.z reads x + z k
+// and weight z, writes out + z n (fp32 or bf16); rows of x are ldx apart, of out ldo.
+template <bool kSwiglu, typename Out = __nv_bfloat16>
+__global__ void __launch_bounds__(kThreads, 2)
+    moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
+                     const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit, const int4* __restrict__ tiles,
+                     const int32_t* __restrict__ n_tiles, Out* __restrict__ h, int64_t dense_rows, int64_t ldx, int64_t ldo) {
   pdl_begin();
 #if defined(DI_WGMMA)
-  if (static_cast<int>(blockIdx.y) >= *n_tiles) return;
+  if (tiles && static_cast<int>(blockIdx.y) >= *n_tiles) return;
+  if (!tiles && static_cast<int64_t>(blockIdx.y) * kMoeBigTileRows >= dense_rows) return;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* stages = smem_raw + ((1024 - (raw & 1023)) & 1023);  // [kStages][A: 128 rows x 128 B, B: 128 rows x 128 B]
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
 
-  const int4 t = tiles[blockIdx.y];  // expert, first row, end row
+  const int4 t = tiles ? tiles[blockIdx.y]  // expert, first row, end row
+                       : make_int4(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y) * kMoeBigTileRows,
+                                   static_cast<int>(dense_rows < (blockIdx.y + 1) * int64_t{kMoeBigTileRows}
+                                                        ? dense_rows
+                                                        : (blockIdx.y + 1) * int64_t{kMoeBigTileRows}),
+                                   0);
   const int64_t e = t.x, row0 = t.y;
   const int rows = t.z - t.y;
+  if (!tiles) {
+    x += e * k;
+    h += e * n;
+  } else {
+    ldx = k;
+    ldo = n;
+  }
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   constexpr int kColsPerBlock = kSwiglu ? kCols / 2 : kCols;  // outputs a block (gate/up: 64 of each weight)
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColsPerBlock;
@@ -79,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloa
     const int r = (tid >> 3) + 32 * u;
     a_live[u] = r < rows;
     const int64_t row = row0 + (a_live[u] ? r : 0);
-    a_src[u] = x + (sources ? sources[row] : row) * k + 8 * chunk;
+    a_src[u] = x + (sources ? sources[row] : row) * ldx + 8 * chunk;
     const int64_t wrow = kSwiglu ? c0 + (r & 63) : c0 + r;
     b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * k + 8 * chunk;
   }
@@ -131,20 +148,29 @@ __global__ void __launch_bounds__(kThreads, 2) moe_wgmma_kernel(const __nv_bfloa
       if (r_lo < rows) {
         const __nv_bfloat162 v = __floats2bfloat162_rn(swiglu_clamped(acc[4 * i], acc[4 * (i + 8)], limit),
                                                        swiglu_clamped(acc[4 * i + 1], acc[4 * (i + 8) + 1], limit));
-        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * n + col) = v;
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * ldo + col) = v;
       }
       if (r_hi < rows) {
         const __nv_bfloat162 v = __floats2bfloat162_rn(swiglu_clamped(acc[4 * i + 2], acc[4 * (i + 8) + 2], limit),
                                                        swiglu_clamped(acc[4 * i + 3], acc[4 * (i + 8) + 3], limit));
-        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = v;
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * ldo + col) = v;
       }
+    }
+  } else if constexpr (std::is_same_v<Out, float>) {  // a dense product's fp32 out
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = c0 + 8 * i + 2 * t4;
+      if (r_lo < rows) *reinterpret_cast<float2*>(h + (row0 + r_lo) * ldo + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
+      if (r_hi < rows) *reinterpret_cast<float2*>(h + (row0 + r_hi) * ldo + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
     }
   } else {  // y in bf16, into h
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int64_t col = c0 + 8 * i + 2 * t4;
-      if (r_lo < rows) *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * n + col) = __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
-      if (r_hi < rows) *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * n + col) = __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
+      if (r_lo < rows)
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_lo) * ldo + col) = __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
+      if (r_hi < rows)
+        *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * ldo + col) = __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
     }
   }
 #else
@@ -162,16 +188,34 @@ cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16
   if (k % kK != 0 || n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !aligned16(w) || (kSwiglu && !aligned16(w_up)))
     return cudaErrorInvalidValue;
   launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
-      reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w), reinterpret_cast<const __nv_bfloat16*>(w_up), k,
-      n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h));
+      reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w),
+      reinterpret_cast<const __nv_bfloat16*>(w_up), k, n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t prepare_moe_wgmma(size_t device_max) {
-  const cudaError_t e = allow_smem<moe_wgmma_kernel<true>>(kSmemBytes, device_max);
-  return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max) : e;
+  cudaError_t e = allow_smem<moe_wgmma_kernel<true>>(kSmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max);
+  return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false, float>>(kSmemBytes, device_max) : e;
+}
+
+bool tile_linear_wgmma_supported(int64_t k, int64_t ldx, int64_t n, int64_t ldy, const bf16_t* x, const bf16_t* w, const float* y) {
+  return k % kK == 0 && n % kCols == 0 && ldx % 8 == 0 && ldy % 2 == 0 && aligned16(x) && aligned16(w) &&
+         reinterpret_cast<uintptr_t>(y) % 8 == 0;
+}
+
+cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
+                              int64_t ldy, Stream s) {
+  if (rows <= 0 || n <= 0 || groups <= 0) return cudaSuccess;
+  const int64_t tiles = (rows + kMoeBigTileRows - 1) / kMoeBigTileRows;
+  if (!tile_linear_wgmma_supported(k, ldx, n, ldy, x, w, y) || tiles > 65535 || groups > 65535) return cudaErrorInvalidValue;
+  launch(moe_wgmma_kernel<false, float>,
+         dim3(static_cast<unsigned>(n / kCols), static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), kThreads, kSmemBytes,
+         s)(reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w), nullptr, k, n, 0.0f, nullptr,
+            nullptr, y, rows, ldx, ldy);
+  return cudaGetLastError();
 }
 
 cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w1, const bf16_t* w3, int64_t d, int64_t inter,

@@ -163,8 +163,9 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
   const RopeDev r = rope ? *rope : RopeDev{};
   const int32_t* pos = rope ? positions : nullptr;
   // A warp per group where there are many (prefill); a decode step's few groups spread over more
-  // multiprocessors as a block each (measured: 23 vs 28 us for a step's four q + kv norms).
-  if (blocks >= 4096 && vec && group % 128 == 0 && (!rope || rope->rope_dim % 4 == 0)) {
+  // multiprocessors as a block each (measured: 23 vs 28 us for a step's four q + kv norms). The two
+  // sum squares in different orders: batch-invariant launches take the warp kernel wherever it fits.
+  if ((blocks >= 4096 || s.invariant) && vec && group % 128 == 0 && (!rope || rope->rope_dim % 4 == 0)) {
     const unsigned warp_blocks = static_cast<unsigned>((blocks + 7) / 8);
     switch (group / 128) {
       case 1: launch(rms_norm_warp_kernel<1>, warp_blocks, 256, 0, s)(a, b, first, blocks, eps, r, pos); return cudaGetLastError();

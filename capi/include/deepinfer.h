@@ -57,11 +57,15 @@
  *   counter-based generator: completion i of a generation with seed S draws its t-th token from the
  *   stream (S, first + i, t), where first is the sampling parameters' first completion index
  *   (default 0), so a single completion can replay completion i of an earlier generation. On the
- *   CPU the same seed, prompt and sampling parameters give the same tokens whatever else the engine
- *   is running and however the work is batched or scheduled. On a GPU the logits of a sequence may
- *   differ in their last bits with the batch it runs in, so a seeded output repeats exactly only when
- *   the batches repeat (the GPU's sampling itself is deterministic and independent of the batch: the
- *   same logits and stream give the same token). A generation without a seed draws one from the engine
+ *   CPU the same seed, prompt and sampling parameters give the same tokens and logprobs whatever else
+ *   the engine is running and however the work is batched or scheduled. On a GPU the same holds with
+ *   the option batch_invariant (di_engine_config_set_option; slower kernels): a sequence's logits are
+ *   then bitwise the same whatever else is in its steps, however its prompt is cut into chunks
+ *   (max_batched_tokens), with CUDA graphs on or off, and in any engine of the same model and options
+ *   on the same kind of GPU with the same library. Without it (the default) the logits of a sequence
+ *   may differ in their last bits with the batch it runs in, so a seeded output repeats exactly only
+ *   when the batches repeat (the GPU's sampling itself is deterministic and independent of the batch:
+ *   the same logits and stream give the same token). A generation without a seed draws one from the engine
  *   (di_engine_config_set_seed makes those draws reproducible too); every finished completion
  *   reports the seed it used (di_event_seed), so any output can be replayed by setting that seed.
  *
@@ -208,6 +212,8 @@ DI_API di_error *di_engine_config_set_seed(di_engine_config *cfg, uint64_t seed)
  *   graphs         CUDA: replay decode steps as CUDA graphs (default on)
  *   pdl            CUDA: programmatic dependent launch of kernels (default on)
  *   zero_scratch   CUDA: zero-fill every scratch tensor (a diagnostic; default off)
+ *   batch_invariant  CUDA: each sequence's logits bitwise the same whatever else is in the batch
+ *                  (the seed contract above on a GPU; slower kernels; default off)
  *   dummy_weights  build the model from config.json alone with random weights (benchmarks)
  *   host_sampling  sample copies of the logits rows on the engine's threads instead of where they
  *                  are (CUDA: the rows are copied off the GPU each step; default off)

@@ -20,6 +20,8 @@ void EngineOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd.add_option("--threads", threads, "CPU threads (0: one per core)")->check(CLI::Range(0, 4096));
   cmd.add_flag("--dummy-weights", dummy_weights, "Random weights from the model's config alone (no checkpoint; output is noise)");
+  cmd.add_flag("--batch-invariant", batch_invariant,
+               "Each sequence's output the same whatever else runs beside it (option batch_invariant; CUDA: slower kernels)");
   cmd.add_option("--option", options, "Engine option key=value (repeatable; `deepinfer options` lists them; also $DEEPINFER_OPTIONS)");
   cmd.add_option("--temperature", temperature, "Sampling temperature; 0 = greedy")->group("Sampling");
   cmd.add_option("--top-k", top_k, "Keep the k most likely tokens (0: off)")->group("Sampling");
@@ -91,6 +93,9 @@ Result<abi::Engine> EngineOptions::open_engine() const {
   }
   if (dummy_weights) {
     DI_TRYV(set_option(raw, "dummy_weights", "1"));
+  }
+  if (batch_invariant) {
+    DI_TRYV(set_option(raw, "batch_invariant", "1"));
   }
   LoadLine line;
   DI_TRYV(check(di_engine_config_set_progress_callback(raw, show_progress, &line)));

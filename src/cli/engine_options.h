@@ -17,6 +17,7 @@ struct EngineOptions {
   std::string device = "auto";
   int threads = 0;
   bool dummy_weights = false;
+  bool batch_invariant = false;      // --batch-invariant: the option batch_invariant=1
   std::vector<std::string> options;  // --option key=value (after $DEEPINFER_OPTIONS)
   // Sampling; unset flags keep the model's generation_config.json defaults.
   std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;

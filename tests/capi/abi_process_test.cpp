@@ -137,7 +137,7 @@ TEST(Options, BelongToTheirEngineAndNameBadKeys) {
   EXPECT_DI_CODE(di_engine_config_set_option(cfg.get(), "cuda_device", 11, "-1", 2), DI_ERR_INVALID_ARGUMENT);
   EXPECT_DI_CODE(di_engine_config_set_option(cfg.get(), nullptr, 3, "1", 1), DI_ERR_INVALID_ARGUMENT);
   EXPECT_DI_CODE(di_engine_config_set_option(nullptr, "pdl", 3, "1", 1), DI_ERR_INVALID_HANDLE);
-  for (const char* kv : {"graphs=0", "pdl=off", "zero_scratch=true", "fp32_weights=1", "cuda_device=0"}) {
+  for (const char* kv : {"graphs=0", "pdl=off", "zero_scratch=true", "fp32_weights=1", "cuda_device=0", "batch_invariant=1"}) {
     const std::string s(kv);
     const size_t eq = s.find('=');
     EXPECT_DI_OK(di_engine_config_set_option(cfg.get(), s.data(), eq, s.data() + eq + 1, s.size() - eq - 1)) << kv;

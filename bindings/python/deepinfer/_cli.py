@@ -21,6 +21,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto, cpu or cuda")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
     p.add_argument("--dummy-weights", action="store_true", help="Random weights from the model's config alone")
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="Each sequence's output the same whatever else runs beside it (option batch_invariant)")  # fmt: skip
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="Engine option (repeatable; also $DEEPINFER_OPTIONS)")  # fmt: skip
     s = p.add_argument_group("Sampling")
@@ -59,6 +61,8 @@ def _options(a: argparse.Namespace) -> Dict[str, Any]:
         options[key] = value
     if a.dummy_weights:
         options["dummy_weights"] = "1"
+    if a.batch_invariant:
+        options["batch_invariant"] = "1"
     return options
 
 

@@ -94,7 +94,9 @@ int64_t CudaDevice::free_memory_bytes() const {
 
 void CudaDevice::apply(const BackendOptions& o) {
   stream_.pdl = side_stream_.pdl = o.pdl;
+  stream_.invariant = side_stream_.invariant = o.batch_invariant;
   zero_all_scratch_ = o.zero_scratch;
+  invariant_ = o.batch_invariant;
   graphs_allowed_ = o.graphs;
   graphs_on_ = graphs_wanted_ && graphs_allowed_;
 }

@@ -200,6 +200,9 @@ class CudaDevice : public Backend {
   const bool fp32_;     // reference mode: every weight fp32, every product in fp32
   bool wgmma_ = false;  // Hopper's warpgroup MMA kernels may run (an sm_90a device; CudaFeatures)
   bool zero_all_scratch_ = false;  // the `zero_scratch` option: zero-fill scratch_uninit tensors too
+  // The `batch_invariant` option: each op runs one kernel whose per-row arithmetic depends on nothing
+  // but the row (no GEMV / cuBLAS / wgmma choice by row count, no splits by batch, no eager-only paths).
+  bool invariant_ = false;
   kn::Stream stream_;              // the stream of every op, with the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;

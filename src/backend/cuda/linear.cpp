@@ -1,7 +1,8 @@
 // Products of the CUDA backend: decode rows (<= kDecodeRows) on the GEMV kernels (kernels/gemv.cu),
 // several products of one input as one launch and the input norm inside it; more rows through
 // cuBLAS from one bf16 copy of the input; fp32 weights (fp32 mode, small matrices where asked)
-// through cuBLAS's fp32 products.
+// through cuBLAS's fp32 products. Batch-invariant mode: every product, whatever its row count, on
+// the expert tile kernels (kn::tile_linear: the same mma steps in the same K order for any rows).
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"
@@ -9,6 +10,12 @@
 #include <algorithm>
 
 namespace deepinfer {
+namespace {
+
+// Batch-invariant products with at least this many outputs (all groups) run on wgmma.
+constexpr int64_t kInvariantWgmmaOutputs = 4096;
+
+}  // namespace
 
 void CudaDevice::linear(Tensor x, const DeviceWeight& w, Tensor out) {
   Op op(*this, "linear", w.rows, w.cols);
@@ -36,7 +43,7 @@ bool CudaDevice::bf16_products_of(Tensor x, std::span<const DeviceWeight* const>
 
 // Decode: products of one input as one GEMV launch (false: they are not for one).
 bool CudaDevice::gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list) {
-  if (x.rows > kDecodeRows || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
+  if (invariant_ || x.rows > kDecodeRows || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
   for (size_t i = 0; i < ws.size(); ++i) {
     const CudaWeight& w = cw(*ws[i]);
     if (!kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
@@ -56,7 +63,7 @@ void CudaDevice::linears(Tensor x, std::span<const DeviceWeight* const> ws, std:
     return;
   }
   const bool query = std::any_of(outs.begin(), outs.end(), [&](const Tensor& t) { return t.data == query_.data; });
-  if (fp32_ || x.rows <= kDecodeRows || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+  if (fp32_ || (x.rows <= kDecodeRows && !invariant_) || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
     // (attention_query keeps a query in bf16 only where its product is one of these)
     if (!query) return Backend::linears(x, ws, outs);
     Op op(*this, "linears");
@@ -107,6 +114,13 @@ bool CudaDevice::gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, cons
   if (rows == 0 || n == 0) return true;
   const float one = 1.0f, zero = 0.0f;
   const bool use_f32 = w.f32 && (prefer_f32 || !w.b16);
+  if (invariant_ && use_f32) {
+    if (!expect(wk == k && (batch == 1 || w_stride == n * k), "GEMM: a strided weight in batch-invariant mode")) return false;
+    const int64_t part_floats = kn::tile_linear_f32_scratch(rows, k, n, batch);
+    auto* part = part_floats ? static_cast<float*>(temp(static_cast<size_t>(part_floats) * 4)) : nullptr;
+    return (!part_floats || part) &&
+           check(kn::tile_linear_f32(x, rows, k, ldx, w.f32 + w_off, n, batch, c, ldc, part, stream_), "fp32 tile product");
+  }
   if (use_f32) {
     return check_blas(cublasSgemmStridedBatched(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
                                                 static_cast<int>(k), &one, w.f32 + w_off, static_cast<int>(wk), w_stride, x,
@@ -114,7 +128,7 @@ bool CudaDevice::gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, cons
                       "fp32 GEMM");
   }
   if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
-  if (rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
+  if (!invariant_ && rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
     return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
   const kn::bf16_t* xb = activations_bf16(x, rows * ldx);
   return xb && gemm_bf16(main_lane(), xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc);
@@ -130,6 +144,16 @@ const kn::bf16_t* CudaDevice::activations_bf16(const float* x, int64_t n) {
 bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off,
                            int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16) {
   const float one = 1.0f, zero = 0.0f;
+  if (invariant_) {
+    if (!expect(!c_bf16 && wk == k && (batch == 1 || w_stride == n * k), "GEMM: a bf16 output or strided weight in batch-invariant mode"))
+      return false;
+    // wgmma for products of many outputs (by the weight's shape alone: either kernel's sums are the
+    // same for any rows), the mma.sync tiles for the rest, whose narrow column blocks spread a
+    // decode step's few rows over more multiprocessors.
+    if (wgmma_ && n * batch >= kInvariantWgmmaOutputs && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, w.b16 + w_off, c))
+      return check(kn::tile_linear_wgmma(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, lane.stream), "tile product (wgmma)");
+    return check(kn::tile_linear(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, lane.stream), "tile product");
+  }
   if (batch == 1)
     return check_blas(cublasGemmEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
                                    w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,

@@ -43,7 +43,7 @@ void CudaDevice::route(Tensor x, const Router& r, IntTensor experts, Tensor weig
                            : r.score == RouterScore::kSoftmax ? kn::ScoreFunc::kSoftmax
                                                               : kn::ScoreFunc::kSqrtSoftplus;
   const float* gate = cw(*r.gate).f32;
-  if (x.rows <= kDecodeRows && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
+  if (!invariant_ && x.rows <= kDecodeRows && gate && kn::gate_route_supported(x.data, x.rows, x.cols, gate)) {  // decode: one launch
     check(kn::gate_route(x.data, x.rows, x.cols, gate, static_cast<int>(n_exp), bias, r.tid2eid ? cw(*r.tid2eid).i32 : nullptr,
                          r.tid2eid ? r.tid2eid->rows : 0, fwd_.dev.tokens, sf, r.top_k, r.scaling, logits, counters_ + kRouteCounter,
                          experts.data, weights.data, stream_),
@@ -89,8 +89,12 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
   const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
   const int64_t entries_max = chunk * k;
   // Experts averaging 32+ rows (prefill): 128-row tiles read each expert's weights 4x less often.
-  const int tile_rows = !f32 && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp ? kn::kMoeBigTileRows
-                                                                                                   : kn::kMoeTileRows;
+  // Batch-invariant mode: wgmma's 128-row tiles for every row count where they run (a row's sums do
+  // not depend on the tile's other rows), else the mma.sync tiles (either height: the same steps).
+  const bool wgmma_shapes = !f32 && d % 128 == 0 && inter % 128 == 0 && wgmma_;
+  const int tile_rows = (!f32 && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp) || (invariant_ && wgmma_shapes)
+                            ? kn::kMoeBigTileRows
+                            : kn::kMoeTileRows;
   auto tiles_for = [&](int64_t entries) { return static_cast<int>((entries + tile_rows - 1) / tile_rows + std::min<int64_t>(n_exp, entries)); };
   const int max_tiles = tiles_for(entries_max);
   kn::MoePlan plan;
@@ -107,8 +111,8 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
   // (reading the weights is the cost there: measured ~82% of the HBM peak), else (eager forwards)
   // cuBLAS over per-expert slabs (see blas_experts: faster once the products are bound by the tensor
   // cores), else (a graph capture, or routing too skewed for slabs) the mma.sync tile kernels.
-  const bool wgmma_fits = !f32 && tile_rows == kn::kMoeBigTileRows && d % 128 == 0 && inter % 128 == 0 && wgmma_;
-  const bool blas_fits = tile_rows == kn::kMoeBigTileRows && mode() == LaunchMode::kEager;
+  const bool wgmma_fits = wgmma_shapes && tile_rows == kn::kMoeBigTileRows;
+  const bool blas_fits = tile_rows == kn::kMoeBigTileRows && mode() == LaunchMode::kEager && !invariant_;
   const size_t act = f32 ? 4 : 2;  // bytes of a permuted activation
   // (the wgmma products read x's rows through plan.sources: no permuted copy)
   if (wgmma_fits && !(plan.sources = static_cast<int32_t*>(temp(static_cast<size_t>(entries_max) * 4)))) return;
@@ -129,7 +133,7 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
     const int32_t* ex = experts.data + r0 * k;
     if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
     const int tiles = tiles_for(entries);
-    const bool wgmma = wgmma_fits && entries <= kWgmmaMoeMaxRows * n_exp;
+    const bool wgmma = wgmma_fits && (invariant_ || entries <= kWgmmaMoeMaxRows * n_exp);
     const bool blas = blas_fits && !wgmma;
     if (f32) {
       if (!tile_buffers(true)) return;
@@ -187,7 +191,7 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
   const auto &s1 = cw(*shared.w1), &s3 = cw(*shared.w3), &s2 = cw(*shared.w2);
   const int64_t d = x.cols, inter = w1.rows;
   const int k = static_cast<int>(experts.cols);
-  if (x.rows <= kDecodeRows && w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit &&
+  if (!invariant_ && x.rows <= kDecodeRows && w1.b16 && w3.b16 && w2.b16 && s1.b16 && s3.b16 && s2.b16 && routed.limit == shared.limit &&
       s1.rows == inter && s3.rows == inter && s2.cols == inter && s1.cols == d && s2.rows == d && w1.cols == d && w3.count == w1.count &&
       w3.rows == inter && w2.count == w1.count && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
       weights.cols == k && out.rows == x.rows && out.cols == d && k > 0) {
@@ -201,7 +205,7 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
     Op op(*this, "moe_ffn (GEMV)");
     if (!op || gemv_experts(x, g, inter, routed.limit, false, out)) return;
   }
-  if (x.rows > kDecodeRows && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
+  if ((x.rows > kDecodeRows || invariant_) && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
       s2.cols == s1.rows && s2.rows == out.cols && out.rows == x.rows) {
     // Prefill: one bf16 copy of x for the shared and the routed experts; the routed sums added to
     // the shared expert's output (no zeroed sum, no add). Eager forwards run the shared expert on the
@@ -224,10 +228,16 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
 }
 
 // The clamped SwiGLU MLP (one expert) of xb's rows (bf16, prefill) into out on `lane`: both products
-// from xb, the SwiGLU written in bf16 for the last.
+// from xb, the SwiGLU written in bf16 for the last (batch-invariant mode: gate, up and SwiGLU in one
+// tile kernel).
 bool CudaDevice::shared_expert(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t d, const CudaWeight& w1, const CudaWeight& w3,
                                const CudaWeight& w2, float limit, Tensor out) {
   const int64_t inter = w1.rows;
+  if (invariant_) {
+    auto* h = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(rows * inter) * 2));
+    return h && check(kn::tile_gate_up(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream), "shared expert gate/up") &&
+           gemm_bf16(lane, h, rows, inter, inter, w2, 0, out.cols, inter, 0, 1, out.data, out.cols);
+  }
   auto* g = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
   auto* u = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
   auto* hb = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(rows * inter) * 2));
@@ -256,7 +266,7 @@ void CudaDevice::swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3
     g.n_exp = 1;
     g.w1 = cw(w1).b16, g.w3 = cw(w3).b16, g.w2 = cw(w2).b16;
     if (gemv_experts(x, g, inter, limit, false, out)) return;  // decode
-    if (x.rows > kDecodeRows) {
+    if (x.rows > kDecodeRows || invariant_) {
       const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
       if (xb) shared_expert(main_lane(), xb, x.rows, x.cols, cw(w1), cw(w3), cw(w2), limit, out);
       return;
@@ -370,8 +380,8 @@ bool CudaDevice::blas_experts(Tensor x, const int32_t* experts, const kn::MoePla
 // False (nothing launched) where they do not apply.
 bool CudaDevice::gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter, float limit, bool accumulate, Tensor out) {
   const int64_t d = x.cols, entries = x.rows * g.per_row();
-  if (x.rows > kDecodeRows || kn::expert_down_counters(x.rows, d) > kRouteCounter || entries > 65535 || !kn::gemv_supported(x.data, d, g.w1, d) ||
-      !kn::gemv_supported(x.data, d, g.w2, inter))
+  if (invariant_ || x.rows > kDecodeRows || kn::expert_down_counters(x.rows, d) > kRouteCounter || entries > 65535 ||
+      !kn::gemv_supported(x.data, d, g.w1, d) || !kn::gemv_supported(x.data, d, g.w2, inter))
     return false;
   auto* h = static_cast<float*>(temp(static_cast<size_t>(entries * inter) * 4));
   auto* part = static_cast<float*>(temp(static_cast<size_t>(entries * d) * 4));

@@ -59,8 +59,10 @@ void CudaV4Backend::attention(int layer, Tensor q, Tensor kv, const DeviceWeight
     // no better at batch 1: the merge grows by what the shares save.)
     // Decode rows (<= 4): blocks of 16 heads, each staging and writing a quarter of a 64-head block's
     // queries and partial output.
-    const int head_tile = q.rows <= kDecodeRows ? 16 : 64;
-    const int splits = mqa_splits(q.rows, heads, head_tile);
+    // Batch-invariant mode: 64-head blocks and one share for every row (the 16-head kernel's sums and
+    // the shares' merge differ from it; both were chosen by the batch shape).
+    const int head_tile = q.rows <= kDecodeRows && !invariant_ ? 16 : 64;
+    const int splits = invariant_ ? 1 : mqa_splits(q.rows, heads, head_tile);
     float* part = nullptr;
     if (splits > 1) {
       part = static_cast<float*>(temp(static_cast<size_t>(q.rows * heads * splits * (hd + 2)) * 4));
@@ -73,7 +75,7 @@ void CudaV4Backend::attention(int layer, Tensor q, Tensor kv, const DeviceWeight
   }
   // Small batches: share each (row, head)'s keys among up to 16 blocks so that ~1024 blocks run.
   const int64_t rh = q.rows * heads;
-  const int splits = rh < kAttnBlocks ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
+  const int splits = rh < kAttnBlocks && !invariant_ ? static_cast<int>(std::min<int64_t>(16, kAttnBlocks / rh)) : 1;
   float* part = nullptr;
   if (splits > 1) {
     part = static_cast<float*>(temp(static_cast<size_t>(rh * splits * (hd + 2)) * 4));
@@ -122,9 +124,9 @@ bool CudaV4Backend::apply_query_norm(Tensor q) {
 
 // attention_projected's fused path (below) for a query of rows x cols, as far as the query decides it.
 bool CudaV4Backend::fused_attention_fits(int layer, int64_t rows, int64_t cols) const {
-  return !fp32_ && layer >= 0 && layer < static_cast<int>(layout_.layers.size()) && layout_.layers[layer].head_dim == kMqaHd &&
-         kn::attention_mqa_supported(state_, layers_[layer]) && rows > kDecodeRows && cols % kMqaHd == 0 &&
-         mqa_splits(rows, static_cast<int>(cols / kMqaHd), 64) == 1;
+  return !fp32_ && !invariant_ && layer >= 0 && layer < static_cast<int>(layout_.layers.size()) &&
+         layout_.layers[layer].head_dim == kMqaHd && kn::attention_mqa_supported(state_, layers_[layer]) && rows > kDecodeRows &&
+         cols % kMqaHd == 0 && mqa_splits(rows, static_cast<int>(cols / kMqaHd), 64) == 1;
 }
 
 // The rows of the wgmma attention's key table for layer's forward and the longest sequence's
@@ -132,7 +134,7 @@ bool CudaV4Backend::fused_attention_fits(int layer, int64_t rows, int64_t cols) 
 // batch (long contexts with few new rows each), no sm_90a device, or a graph capture (the table's
 // size comes from the host's positions, which a replay would not update).
 std::pair<int64_t, int64_t> CudaV4Backend::wgmma_table_rows(int layer, int64_t rows) const {
-  if (!wgmma_ || mode() != LaunchMode::kEager || fwd_.seq_steps.size() > 65535) return {-1, 0};
+  if (!wgmma_ || invariant_ || mode() != LaunchMode::kEager || fwd_.seq_steps.size() > 65535) return {-1, 0};
   const auto extent = key_table_extent(layers_[layer], kn::KeyTableKind::kAttention);
   if (extent.first > 2 * rows + 8192) return {-1, 0};
   return extent;

@@ -21,10 +21,12 @@ void CudaV4Backend::compress(int layer, Tensor kv, Tensor gate, const Compressor
   kn::RopeDev r = rope_dev(c.rope);
   if (!ape || !norm || !r.inv_freq) return;
   const CompressJobs& jobs = fwd_.jobs_by_rate[L.rate];
-  // Long windows pooled by more blocks (eager forwards: the partials are temporaries).
+  // Long windows pooled by more blocks (eager forwards: the partials are temporaries). Not in
+  // batch-invariant mode: runs merge their sums in another order than one block does, and a
+  // captured step pools in one block.
   const int runs = kn::compress_pool_runs(layers_[layer]);
   float* part = nullptr;
-  if (runs > 1 && mode() == LaunchMode::kEager &&
+  if (runs > 1 && mode() == LaunchMode::kEager && !invariant_ &&
       !(part = static_cast<float*>(temp(static_cast<size_t>(jobs.capacity) * runs * 3 * (c.indexer ? L.index_dim : L.head_dim) * 4))))
     return;
   if (!check(kn::compress_pool(kv.data, gate.data, ape, norm, c.norm_eps, r, c.indexer, jobs.jobs, jobs.count, jobs.capacity, fwd_.dev,

@@ -50,7 +50,8 @@ HcMixAhead CudaV4Backend::hc_post(Tensor streams, Tensor out, Tensor post, Tenso
   pending_mix_ = {};
   const float* fn = next_fn ? cw(*next_fn).f32 : nullptr;
   const int splits = kn::hc_post_mix_splits(n, out.cols);
-  if (fn && streams.rows <= kDecodeRows && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
+  // (not in batch-invariant mode: its sums are not mix_partial's)
+  if (fn && !invariant_ && streams.rows <= kDecodeRows && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
       static_cast<size_t>(streams.rows * splits * (next_fn->rows + 1)) <= kPostMixFloats) {
     const cudaError_t e = kn::hc_post_mix(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, fn,
                                           static_cast<int>(next_fn->rows), post_mix_, stream_);

@@ -31,7 +31,7 @@ void CudaV4Backend::indexer_topk(int layer, Tensor q, Tensor weights, int heads,
   float* scores = static_cast<float*>(temp(static_cast<size_t>(std::min(chunk, q.rows) * max_visible) * 4));
   if (!scores) return;
   kn::KeyTableDev table;
-  const bool wgmma = tensor_cores && q.rows >= 64 && fwd_.dev.rows >= 4 * static_cast<int64_t>(fwd_.dev.n_seqs) &&
+  const bool wgmma = tensor_cores && !invariant_ && q.rows >= 64 && fwd_.dev.rows >= 4 * static_cast<int64_t>(fwd_.dev.n_seqs) &&
                      index_key_table(layer, heads, table);
   if (failed_) return;
   for (int64_t r0 = 0; r0 < q.rows; r0 += chunk) {
