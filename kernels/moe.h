@@ -86,6 +86,9 @@ cudaError_t tile_linear(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, c
 bool tile_linear_wgmma_supported(int64_t k, int64_t ldx, int64_t n, int64_t ldy, const bf16_t* x, const bf16_t* w, const float* y);
 cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
                               int64_t ldy, Stream s);
+// tile_gate_up's product on wgmma (d % 64 == 0, inter % 64 == 0, 16-byte aligned operands).
+cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
+                               bf16_t* h, Stream s);
 // h [rows, inter] (bf16) = clamped SwiGLU(x @ w1^T, x @ w3^T), x [rows, d] contiguous.
 cudaError_t tile_gate_up(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
                          bf16_t* h, Stream s);

@@ -206,6 +206,18 @@ bool tile_linear_wgmma_supported(int64_t k, int64_t ldx, int64_t n, int64_t ldy,
          reinterpret_cast<uintptr_t>(y) % 8 == 0;
 }
 
+cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
+                               bf16_t* h, Stream s) {
+  if (rows <= 0 || inter <= 0) return cudaSuccess;
+  const int64_t tiles = (rows + kMoeBigTileRows - 1) / kMoeBigTileRows;
+  if (d % kK != 0 || inter % (kCols / 2) != 0 || tiles > 65535 || !aligned16(x) || !aligned16(w1) || !aligned16(w3) || !aligned16(h))
+    return cudaErrorInvalidValue;
+  launch(moe_wgmma_kernel<true>, dim3(static_cast<unsigned>(inter / (kCols / 2)), static_cast<unsigned>(tiles)), kThreads, kSmemBytes, s)(
+      reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w1),
+      reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, nullptr, nullptr, reinterpret_cast<__nv_bfloat16*>(h), rows, d, inter);
+  return cudaGetLastError();
+}
+
 cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
                               int64_t ldy, Stream s) {
   if (rows <= 0 || n <= 0 || groups <= 0) return cudaSuccess;

@@ -8,6 +8,7 @@
 //                [--dummy-weights]  (--model is then a config.json: random weights of that shape)
 //                [--host-sampling]  (sample on the host where the backend would sample: the
 //                                    engine option host_sampling)
+//                [--batch-invariant] (the backend option batch_invariant)
 //                [--concurrency 1,4,16,64]
 #include "engine/engine.h"
 #include "engine/session.h"
@@ -27,11 +28,12 @@ int main(int argc, char** argv) {
   int prompt = 64, gen = 32, threads = 0;
   float temperature = 0.0f, top_p = 1.0f, repetition = 1.0f;
   int top_k = 0;
-  bool dummy_weights = false, host_sampling = false;
+  bool dummy_weights = false, host_sampling = false, batch_invariant = false;
   std::vector<int> concurrency = {1, 4, 16, 64};
   for (int i = 1; i < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--dummy-weights") || !std::strcmp(argv[i], "--host-sampling")) {
-      (argv[i][2] == 'd' ? dummy_weights : host_sampling) = true;
+    if (!std::strcmp(argv[i], "--dummy-weights") || !std::strcmp(argv[i], "--host-sampling") ||
+        !std::strcmp(argv[i], "--batch-invariant")) {
+      (argv[i][2] == 'd' ? dummy_weights : argv[i][2] == 'h' ? host_sampling : batch_invariant) = true;
       --i;
       continue;
     }
@@ -65,8 +67,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g, top_k %d, repetition %g%s\n\n",
-              model.c_str(), device.c_str(), prompt, gen, temperature, top_p, top_k, repetition, host_sampling ? ", sampled on the host" : "");
+  std::printf("model %s, device %s, prompt %d tokens, %d generated per request, temperature %g, top_p %g, top_k %d, repetition %g%s%s\n\n",
+              model.c_str(), device.c_str(), prompt, gen, temperature, top_p, top_k, repetition,
+              host_sampling ? ", sampled on the host" : "", batch_invariant ? ", batch-invariant" : "");
   std::printf("| concurrent | requests/s | generated tok/s | total tok/s | steps | planning share of step |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int concurrent : concurrency) {
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
     cfg.threads = threads;
     cfg.dummy_weights = dummy_weights;
     cfg.host_sampling = host_sampling;
+    cfg.backend.batch_invariant = batch_invariant;
     cfg.max_sequences = concurrent;
     cfg.max_batched_tokens = 2048;
     auto engine = Engine::create(cfg);

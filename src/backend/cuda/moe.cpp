@@ -235,8 +235,11 @@ bool CudaDevice::shared_expert(const Lane& lane, const kn::bf16_t* xb, int64_t r
   const int64_t inter = w1.rows;
   if (invariant_) {
     auto* h = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(rows * inter) * 2));
-    return h && check(kn::tile_gate_up(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream), "shared expert gate/up") &&
-           gemm_bf16(lane, h, rows, inter, inter, w2, 0, out.cols, inter, 0, 1, out.data, out.cols);
+    if (!h) return false;
+    const cudaError_t e = wgmma_ && d % 64 == 0 && inter % 64 == 0
+                              ? kn::tile_gate_up_wgmma(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream)
+                              : kn::tile_gate_up(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream);
+    return check(e, "shared expert gate/up") && gemm_bf16(lane, h, rows, inter, inter, w2, 0, out.cols, inter, 0, 1, out.data, out.cols);
   }
   auto* g = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
   auto* u = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
