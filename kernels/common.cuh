@@ -41,6 +41,7 @@ cudaError_t prepare_hc_mix_mma(size_t device_max);
 cudaError_t prepare_indexer_mma(size_t device_max);
 cudaError_t prepare_indexer_wgmma(size_t device_max);
 cudaError_t prepare_moe(size_t device_max);
+cudaError_t prepare_tile_linear(size_t device_max);
 cudaError_t prepare_moe_wgmma(size_t device_max);
 
 // launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute.

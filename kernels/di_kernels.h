@@ -14,3 +14,4 @@
 #include "moe.h"
 #include "norm_rope.h"
 #include "sampling.h"
+#include "tile_linear.h"

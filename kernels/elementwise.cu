@@ -186,7 +186,8 @@ cudaError_t prepare_device(bool wgmma) {
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return e;
   const size_t m = static_cast<size_t>(max_smem);
-  for (auto prepare : {prepare_hyper_connection, prepare_hc_mix_mma, prepare_attention_mma, prepare_indexer_mma, prepare_moe})
+  for (auto prepare :
+       {prepare_hyper_connection, prepare_hc_mix_mma, prepare_attention_mma, prepare_indexer_mma, prepare_moe, prepare_tile_linear})
     if ((e = prepare(m)) != cudaSuccess) return e;
   if (wgmma)
     for (auto prepare : {prepare_attention_wgmma, prepare_indexer_wgmma, prepare_moe_wgmma})

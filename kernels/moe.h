@@ -74,28 +74,4 @@ cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights
 cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, Stream s);
 
-// --- dense products on the expert tile kernels (the batch-invariant mode's products, moe.cu): a
-// row's outputs are the same mma.sync steps in the same K order whatever the number of rows.
-// y[g] [rows, n] (rows ldy apart; y + g * n) = x[g] [rows, k] (rows ldx apart; x + g * k) @ w[g]^T,
-// w [groups, n, k] contiguous; fp32 accumulation.
-cudaError_t tile_linear(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
-                        int64_t ldy, Stream s);
-// The same on Hopper's wgmma (the expert kernel over 128-row tiles; sm_90a: wgmma_supported()), where
-// k % 64 == 0, n % 128 == 0 and the operands are 16-byte aligned: its own sums, also independent of
-// the row count. (Its few column blocks suit products with many outputs.)
-bool tile_linear_wgmma_supported(int64_t k, int64_t ldx, int64_t n, int64_t ldy, const bf16_t* x, const bf16_t* w, const float* y);
-cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
-                              int64_t ldy, Stream s);
-// tile_gate_up's product on wgmma (d % 64 == 0, inter % 64 == 0, 16-byte aligned operands).
-cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
-                               bf16_t* h, Stream s);
-// h [rows, inter] (bf16) = clamped SwiGLU(x @ w1^T, x @ w3^T), x [rows, d] contiguous.
-cudaError_t tile_gate_up(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
-                         bf16_t* h, Stream s);
-// fp32 weights and activations, each output summed in an order that depends on k alone (fmaf over
-// fixed chunks of k, the chunks added in order). part: tile_linear_f32_scratch floats (null if 0).
-cudaError_t tile_linear_f32(const float* x, int64_t rows, int64_t k, int64_t ldx, const float* w, int64_t n, int groups, float* y,
-                            int64_t ldy, float* part, Stream s);
-int64_t tile_linear_f32_scratch(int64_t rows, int64_t k, int64_t n, int groups);
-
 }  // namespace deepinfer::kernels

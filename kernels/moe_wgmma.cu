@@ -11,6 +11,7 @@
 // clamped SwiGLU in bf16. Down: 128 rows of w2, fp32 out. Gate/up takes its rows from the unpermuted
 // input through `sources` (row r of the tile is input row sources[r]), so no gathered copy is written.
 #include "common.cuh"
+#include "tile_linear.h"
 #include "wgmma.cuh"
 
 #include <type_traits>

@@ -7,6 +7,7 @@
 #include "engine/session.h"
 #include "golden_fixture.h"
 #include "ops_fixture.h"
+#include "random_model.h"
 
 #include <gtest/gtest.h>
 
@@ -24,8 +25,16 @@ BackendOptions invariant_options() {
   return o;
 }
 
+// Token ids of prompt i (any vocabulary of 16+ ids).
+std::vector<int32_t> prompt_of(int i, int length, int vocab) {
+  std::vector<int32_t> p;
+  for (int t = 0; t < length; ++t) p.push_back((t * 31 + i * 7 + 3) % (vocab - 10) + 5);
+  return p;
+}
+
 // The first rows of a product of `rows` rows, bitwise, against the same rows computed alone, and
-// the product against the CPU within bf16 rounding.
+// the product against the CPU within bf16 rounding. Few rows spread the chunks of K over blocks of
+// their own, 2000 rows sum them in one block; products of 4096+ outputs run on wgmma.
 TEST(CudaBatchInvariance, ProductsDoNotDependOnTheRowCount) {
   auto g = testing::gpu_backend(false, {}, invariant_options());
   if (!g) {
@@ -44,12 +53,12 @@ TEST(CudaBatchInvariance, ProductsDoNotDependOnTheRowCount) {
   // (K, N): large matrices (bf16 only; 4096+ outputs run on wgmma), a small one (also an fp32 copy: the fp32 tile kernel where
   // the caller prefers it), K % 8 != 0 (the synchronous tile kernel), grouped products.
   for (const Shape s : {Shape{1024, 2304, 1}, Shape{1024, 4096, 1}, Shape{256, 72, 1}, Shape{100, 70, 1}, Shape{512, 1024, 8}}) {
-    const int64_t rows_max = 600;
+    const int64_t rows_max = 2000;
     auto xv = testing::randn(static_cast<size_t>(rows_max * s.K), rng);
     auto wv = testing::randn(static_cast<size_t>(s.N * (s.K / s.groups)), rng, 1.0f / std::sqrt(static_cast<float>(s.K / s.groups)));
     auto w = t.floats(wv, s.N, s.K / s.groups);
     std::vector<float> first;  // rows 0..4 computed alone
-    for (const int64_t rows : {int64_t{5}, int64_t{1}, int64_t{4}, int64_t{33}, int64_t{130}, int64_t{600}}) {
+    for (const int64_t rows : {int64_t{5}, int64_t{1}, int64_t{4}, int64_t{33}, int64_t{130}, int64_t{600}, int64_t{2000}}) {
       ForwardBatch b = testing::rows_batch(static_cast<int32_t>(rows));
       t.begin(b);
       auto x = t.tensor(std::vector<float>(xv.begin(), xv.begin() + rows * s.K), rows, s.K);
@@ -75,6 +84,92 @@ TEST(CudaBatchInvariance, ProductsDoNotDependOnTheRowCount) {
   }
 }
 
+// --- a model runner's forwards, also without Hopper's kernels (the mma.sync fallbacks of other GPUs)
+
+// The target sequence's logits (its prompt's last row, then each decode step's): alone, the prompt
+// in one forward; or with three other sequences, its prompt in two chunks beside their prompts, then
+// decode steps beside them.
+std::vector<float> target_logits(DeepseekV4& model, Backend& be, bool beside_others) {
+  RunnerOptions opt;
+  opt.max_sequences = 4;
+  opt.max_context = 256;
+  opt.graphs = beside_others;  // (alone eagerly, beside the others replayed from graphs)
+  auto runner = ModelRunner::create(model, be, opt);
+  EXPECT_TRUE(runner) << runner.error().message;
+  if (!runner) return {};
+  ModelRunner& r = *runner.value();
+  const int vocab = model.config().vocab_size;
+  const std::vector<int32_t> prompt = prompt_of(1000, 70, vocab);
+  const int32_t target = r.open_sequence().value();
+  std::vector<int32_t> others;
+  std::vector<std::vector<int32_t>> other_prompts;
+  if (beside_others)
+    for (int i = 0; i < 3; ++i) {
+      others.push_back(r.open_sequence().value());
+      other_prompts.push_back(prompt_of(i, 9 + 40 * i, vocab));
+    }
+  std::vector<float> out;
+  const size_t v = static_cast<size_t>(vocab);
+  auto step = [&](const std::vector<ModelRunner::Feed>& feeds, size_t target_row) {
+    auto ok = r.step(feeds);
+    EXPECT_TRUE(ok) << ok.error().message;
+    if (ok && target_row != SIZE_MAX) out.insert(out.end(), ok.value().begin() + target_row * v, ok.value().begin() + (target_row + 1) * v);
+  };
+  if (!beside_others) {
+    step({{target, prompt.data(), 70, ForwardBatch::Logits::kLast}}, 0);
+  } else {
+    step({{others[0], other_prompts[0].data(), 9, ForwardBatch::Logits::kLast},
+          {target, prompt.data(), 30, ForwardBatch::Logits::kNone},
+          {others[1], other_prompts[1].data(), 49, ForwardBatch::Logits::kLast}},
+         SIZE_MAX);
+    step({{others[2], other_prompts[2].data(), 89, ForwardBatch::Logits::kLast},
+          {target, prompt.data() + 30, 40, ForwardBatch::Logits::kLast}},
+         1);
+  }
+  for (int t = 0; t < 12; ++t) {
+    const int32_t tok = (t * 37 + 11) % (vocab - 10) + 5, other_tok = (t * 13 + 3) % (vocab - 10) + 5;
+    std::vector<ModelRunner::Feed> feeds;
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (i == 1) feeds.push_back({target, &tok, 1, ForwardBatch::Logits::kLast});
+      feeds.push_back({others[i], &other_tok, 1, ForwardBatch::Logits::kLast});
+    }
+    if (others.empty()) feeds.push_back({target, &tok, 1, ForwardBatch::Logits::kLast});
+    step(feeds, others.empty() ? 0 : 1);
+  }
+  return out;
+}
+
+// V4's attention shape (64 heads of 512: the tensor-core attention) on random weights, with and
+// without the sm_90a kernels: the target's logits bitwise alone and beside others, and near the CPU's.
+TEST(CudaBatchInvariance, RunnerForwardsWithAndWithoutWgmma) {
+  ModelConfig c = testing::demo_config();
+  c.head_dim = 512;
+  c.num_heads = 64;
+  auto cpu = make_cpu_backend(2).value();
+  auto m_cpu = DeepseekV4::random(c, *cpu, 21);
+  ASSERT_TRUE(m_cpu);
+  const std::vector<float> ref = target_logits(*m_cpu.value(), *cpu, false);
+  for (const bool wgmma : {true, false}) {
+    auto g = testing::gpu_backend(false, CudaFeatures{wgmma}, invariant_options());
+    if (!g) {
+      if (g.error().code == Code::kUnsupported) GTEST_SKIP() << g.error().message;
+      FAIL() << g.error().message;
+    }
+    auto m = DeepseekV4::random(c, *g.value(), 21);
+    ASSERT_TRUE(m);
+    const std::vector<float> alone = target_logits(*m.value(), *g.value(), false);
+    const std::vector<float> beside = target_logits(*m.value(), *g.value(), true);
+    const std::string what = wgmma ? "invariant runner (wgmma)" : "invariant runner (no wgmma)";
+    ASSERT_EQ(alone.size(), 13u * static_cast<size_t>(c.vocab_size)) << what;
+    ASSERT_EQ(beside.size(), alone.size()) << what;
+    EXPECT_EQ(0, std::memcmp(alone.data(), beside.data(), alone.size() * sizeof(float))) << what << ": beside others differs from alone";
+    const auto d = testing::deviation_of(alone, ref);
+    testing::print_deviation(what + " vs cpu", d);
+    EXPECT_TRUE(d.finite) << what;
+    EXPECT_LE(d.relative, 0.15) << what;  // bf16 weights and activations, as the default mode's test
+  }
+}
+
 // --- whole engines
 
 struct Output {
@@ -83,12 +178,6 @@ struct Output {
   std::vector<int32_t> top_ids;
   bool done = false;
 };
-
-std::vector<int32_t> prompt_of(int i, int length, int vocab) {
-  std::vector<int32_t> p;
-  for (int t = 0; t < length; ++t) p.push_back((t * 31 + i * 7 + 3) % (vocab - 10) + 5);
-  return p;
-}
 
 struct EngineCase {
   std::string model;

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"
+#include "tile_linear.h"
 
 #include <algorithm>
 
@@ -152,7 +153,10 @@ bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows,
     // decode step's few rows over more multiprocessors.
     if (wgmma_ && n * batch >= kInvariantWgmmaOutputs && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, w.b16 + w_off, c))
       return check(kn::tile_linear_wgmma(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, lane.stream), "tile product (wgmma)");
-    return check(kn::tile_linear(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, lane.stream), "tile product");
+    const int64_t part_floats = kn::tile_linear_scratch(rows, k, n, batch);
+    auto* part = part_floats ? static_cast<float*>(temp(static_cast<size_t>(part_floats) * 4)) : nullptr;
+    return (!part_floats || part) &&
+           check(kn::tile_linear(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, part, lane.stream), "tile product");
   }
   if (batch == 1)
     return check_blas(cublasGemmEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,

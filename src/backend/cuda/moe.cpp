@@ -4,10 +4,11 @@
 // (mma.sync) for experts averaging under 32 rows, else 128-row tiles on wgmma (kernels/moe_wgmma.cu,
 // sm_90a, experts averaging at most 128 rows), cuBLAS over per-expert slabs (eager forwards) or the
 // mma.sync tile kernel (graph captures, skewed routing); fp32 mode: fp32 tiles.
+#include "moe.h"
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"
-#include "moe.h"
+#include "tile_linear.h"
 
 #include <algorithm>
 
