@@ -2,7 +2,7 @@
 // several products of one input as one launch and the input norm inside it; more rows through
 // cuBLAS from one bf16 copy of the input; fp32 weights (fp32 mode, small matrices where asked)
 // through cuBLAS's fp32 products. Batch-invariant mode: every product, whatever its row count, on
-// the expert tile kernels (kn::tile_linear: the same mma steps in the same K order for any rows).
+// tile_linear.h's kernels, picked by the weight's shape alone (their sums do not depend on the rows).
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"

@@ -3,7 +3,8 @@
 // (kernels/gemv.cu) without a permutation; prefill rows are permuted into expert tiles: 32-row tiles
 // (mma.sync) for experts averaging under 32 rows, else 128-row tiles on wgmma (kernels/moe_wgmma.cu,
 // sm_90a, experts averaging at most 128 rows), cuBLAS over per-expert slabs (eager forwards) or the
-// mma.sync tile kernel (graph captures, skewed routing); fp32 mode: fp32 tiles.
+// mma.sync tile kernel (graph captures, skewed routing); fp32 mode: fp32 tiles. Batch-invariant mode:
+// no GEMV and no cuBLAS; wgmma's 128-row tiles for every row count (sm_90a), else the mma.sync tiles.
 #include "moe.h"
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
