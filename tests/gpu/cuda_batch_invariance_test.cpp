@@ -140,8 +140,9 @@ std::vector<float> target_logits(DeepseekV4& model, Backend& be, bool beside_oth
 }
 
 // V4's attention shape (64 heads of 512: the tensor-core attention) on random weights, with and
-// without the sm_90a kernels: the target's logits bitwise alone and beside others, and near the CPU's.
-TEST(CudaBatchInvariance, RunnerForwardsWithAndWithoutWgmma) {
+// without the sm_90a kernels, and in fp32 mode (fp32 attention, indexer and products): the target's
+// logits bitwise alone and beside others, and near the CPU's.
+TEST(CudaBatchInvariance, RunnerForwardsOnEveryKernelPath) {
   ModelConfig c = testing::demo_config();
   c.head_dim = 512;
   c.num_heads = 64;
@@ -149,8 +150,13 @@ TEST(CudaBatchInvariance, RunnerForwardsWithAndWithoutWgmma) {
   auto m_cpu = DeepseekV4::random(c, *cpu, 21);
   ASSERT_TRUE(m_cpu);
   const std::vector<float> ref = target_logits(*m_cpu.value(), *cpu, false);
-  for (const bool wgmma : {true, false}) {
-    auto g = testing::gpu_backend(false, CudaFeatures{wgmma}, invariant_options());
+  struct Path {
+    const char* name;
+    bool fp32, wgmma;
+    double tolerance;  // against the CPU
+  };
+  for (const Path path : {Path{"wgmma", false, true, 0.15}, Path{"no wgmma", false, false, 0.15}, Path{"fp32", true, true, 1e-3}}) {
+    auto g = testing::gpu_backend(path.fp32, CudaFeatures{path.wgmma}, invariant_options());
     if (!g) {
       if (g.error().code == Code::kUnsupported) GTEST_SKIP() << g.error().message;
       FAIL() << g.error().message;
@@ -159,14 +165,14 @@ TEST(CudaBatchInvariance, RunnerForwardsWithAndWithoutWgmma) {
     ASSERT_TRUE(m);
     const std::vector<float> alone = target_logits(*m.value(), *g.value(), false);
     const std::vector<float> beside = target_logits(*m.value(), *g.value(), true);
-    const std::string what = wgmma ? "invariant runner (wgmma)" : "invariant runner (no wgmma)";
+    const std::string what = std::string("invariant runner (") + path.name + ")";
     ASSERT_EQ(alone.size(), 13u * static_cast<size_t>(c.vocab_size)) << what;
     ASSERT_EQ(beside.size(), alone.size()) << what;
     EXPECT_EQ(0, std::memcmp(alone.data(), beside.data(), alone.size() * sizeof(float))) << what << ": beside others differs from alone";
     const auto d = testing::deviation_of(alone, ref);
     testing::print_deviation(what + " vs cpu", d);
     EXPECT_TRUE(d.finite) << what;
-    EXPECT_LE(d.relative, 0.15) << what;  // bf16 weights and activations, as the default mode's test
+    EXPECT_LE(d.relative, path.tolerance) << what;
   }
 }
 
