@@ -312,19 +312,17 @@ inline bool v2_usable(const void* a, const void* w0, const void* w1, int64_t K) 
 template <bool kGateUp>
 __global__ void __launch_bounds__(128)
     moe_gemm_f32_kernel(const float* __restrict__ A, const float* __restrict__ W0, const float* __restrict__ W1, int64_t K, int64_t N,
-                        float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, int64_t dense_rows, int64_t lda,
-                        int64_t ldy, float* __restrict__ H, float* __restrict__ Y) {
+                        float limit, const int4* __restrict__ tiles, const int32_t* __restrict__ n_tiles, float* __restrict__ H,
+                        float* __restrict__ Y) {
   pdl_begin();
   BlockRows br;
-  if (!block_rows(tiles, n_tiles, dense_rows, kBM, K, N, br)) return;
-  A += br.a_off;
-  if constexpr (!kGateUp) Y += br.y_off;
+  if (!block_rows(tiles, n_tiles, 0, kBM, K, N, br)) return;
   const int64_t col = static_cast<int64_t>(blockIdx.y) * 64 + (threadIdx.x & 63);
   if (col >= N) return;
   const float* w0 = W0 + (static_cast<int64_t>(br.e) * N + col) * K;
   const float* w1 = kGateUp ? W1 + (static_cast<int64_t>(br.e) * N + col) * K : nullptr;
   for (int64_t r = br.r0 + (threadIdx.x >> 6); r < br.r1; r += 2) {
-    const float* a = A + r * lda;
+    const float* a = A + r * K;
     float g = 0.0f, u = 0.0f;
     for (int64_t k = 0; k < K; ++k) {
       g += a[k] * w0[k];
@@ -333,7 +331,7 @@ __global__ void __launch_bounds__(128)
     if constexpr (kGateUp) {
       H[r * N + col] = swiglu_clamped(g, u, limit);
     } else {
-      Y[r * ldy + col] = g;
+      Y[r * N + col] = g;
     }
   }
 }

@@ -467,7 +467,7 @@ cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3
   const int64_t nb = (inter + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
   launch(moe_gemm_f32_kernel<true>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
-      xperm, w1, w3, d, inter, limit, tiles, n_tiles, 0, d, inter, h, nullptr);
+      xperm, w1, w3, d, inter, limit, tiles, n_tiles, h, nullptr);
   return cudaGetLastError();
 }
 
@@ -477,7 +477,7 @@ cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t
   const int64_t nb = (d + 63) / 64;
   if (nb > 65535) return cudaErrorInvalidValue;
   launch(moe_gemm_f32_kernel<false>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(nb)), 128, 0, s)(
-      h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, 0, inter, d, nullptr, y);
+      h, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, nullptr, y);
   return cudaGetLastError();
 }
 

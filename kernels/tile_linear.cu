@@ -147,20 +147,20 @@ cudaError_t tile_gate_up(const bf16_t* x, int64_t rows, int64_t d, const bf16_t*
   const auto* g = reinterpret_cast<const __nv_bfloat16*>(w1);
   const auto* u = reinterpret_cast<const __nv_bfloat16*>(w3);
   auto* hb = reinterpret_cast<__nv_bfloat16*>(h);
-  const bool v2 = v2_usable(x, w1, w3, d);
-  const int tile_rows = v2 && rows >= 4 * kMoeBigTileRows ? kMoeBigTileRows : kMoeTileRows;
-  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
-  const bool narrow = v2 && tile_rows == kMoeTileRows && narrow_columns(static_cast<int>(tiles), inter);
-  const int64_t nb = (inter + (narrow ? 31 : kBN - 1)) / (narrow ? 32 : kBN);
-  if (tiles > INT32_MAX || nb > 65535) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nb));
-  if (!v2) {
-    launch(moe_gemm_kernel<true>, grid, 128, 0, s)(a, g, u, d, inter, limit, nullptr, nullptr, rows, d, inter, hb, nullptr);
+  if (!v2_usable(x, w1, w3, d)) {
+    const int64_t tiles = (rows + kMoeTileRows - 1) / kMoeTileRows, nb = (inter + kBN - 1) / kBN;
+    if (tiles > INT32_MAX || nb > 65535) return cudaErrorInvalidValue;
+    launch(moe_gemm_kernel<true>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(nb)), 128, 0, s)(
+        a, g, u, d, inter, limit, nullptr, nullptr, rows, d, inter, hb, nullptr);
     return cudaGetLastError();
   }
-  if (tile_rows == kMoeBigTileRows)
+  const TileLinearShape t = tile_linear_shape(rows, d, inter, 1);  // (one block sums all of K: no chunks)
+  const int64_t tiles = (rows + t.tile_rows - 1) / t.tile_rows, nb = (inter + (t.narrow ? 31 : kBN - 1)) / (t.narrow ? 32 : kBN);
+  if (tiles > INT32_MAX || nb > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nb));
+  if (t.tile_rows == kMoeBigTileRows)
     return launch_moe_v2<true, kMoeBigTileRows>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
-  if (narrow)
+  if (t.narrow)
     return launch_moe_v2<true, kMoeTileRows, 32>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
   return launch_moe_v2<true, kMoeTileRows>(grid, s, a, g, u, d, inter, limit, nullptr, nullptr, hb, nullptr, rows, d, inter);
 }
