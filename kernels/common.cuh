@@ -25,6 +25,13 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// 16 bytes of a weight, streamed past L1 (read once; the activations keep L1).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
 // Raises Kernel's dynamic shared-memory limit (above the default 48 KB) to `bytes` on the current
 // device, unless that is more than the device allows a block (`device_max`): its launches then fail.
 template <auto Kernel>

@@ -12,6 +12,7 @@
 #include "key_table.h"
 #include "launch.h"
 #include "moe.h"
+#include "native_gemv.h"
 #include "norm_rope.h"
 #include "sampling.h"
 #include "tile_linear.h"

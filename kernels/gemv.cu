@@ -13,15 +13,6 @@ constexpr int64_t kFewBlocks = 264;  // below ~2 blocks per multiprocessor (H100
 // gemv / gemv_list blocks: 4 warps (4 blocks a multiprocessor; measured ahead of 8 at batch 1).
 constexpr int kGemvWarps = 4;
 
-// Eight bf16 weights (streamed past L1) dotted with eight fp32 activations.
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // Asks L2 for the lines of w[j] chunks first, first + step, ... (U of each row): weights do not depend
 // on earlier kernels, so a kernel can fetch them before pdl_begin(), overlapping the previous
 // kernel's tail and its own launch.
@@ -34,6 +25,7 @@ __device__ __forceinline__ void prefetch_rows(const uint4* const (&w)[J], int64_
       if (first + u * step < n8) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(w[j] + first + u * step));
 }
 
+// Eight bf16 weights dotted with eight fp32 activations.
 __device__ __forceinline__ float dot8(uint4 w, const float4 a, const float4 b, float acc) {
   acc = fmaf(__uint_as_float(w.x << 16), a.x, acc);
   acc = fmaf(__uint_as_float(w.x & 0xffff0000u), a.y, acc);

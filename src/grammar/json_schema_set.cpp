@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <set>
 
 namespace deepinfer::grammar {
@@ -44,8 +45,11 @@ const std::set<std::string, std::less<>> kUnsupported = {"maxContains", "$dynami
 Result<uint64_t> count_value(const Json& v, const std::string& path, std::string_view kw) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == static_cast<double>(static_cast<uint64_t>(v.get<double>()))) {
-    return static_cast<uint64_t>(v.get<double>());
+  // A float counts when it is a whole number a uint64 holds (casting a larger one is undefined).
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= 0x1p64 && d == std::trunc(d)) return schema_error(path, fmt::format("{} is too large", kw));
+    if (d >= 0 && d == std::trunc(d)) return static_cast<uint64_t>(d);
   }
   return schema_error(path, fmt::format("{} must be a non-negative integer", kw));
 }

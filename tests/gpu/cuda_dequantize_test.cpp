@@ -1,15 +1,18 @@
 // Weights stored as FP8 with block scales or as MXFP4, dequantized on the device (kernels/dequantize.h,
 // the backend's upload), against the CPU's dequantize_to_f32 and f32_to_bf16: value for value (a NaN
 // only has to stay a NaN), on odd shapes and the formats' edge cases (every FP8 code, E8M0 scales 0,
-// 1, 127, 254 and NaN, zero blocks, float and bf16 block scales).
+// 1, 127, 254 and NaN, zero blocks, float and bf16 block scales). And the products that read the
+// stored bytes directly (kernels/native_gemv.h) against products with the host's dequantization.
 #include "ops_fixture.h"
 
 #ifdef DEEPINFER_HAS_CUDA
 #include "backend/cuda/cuda_common.h"
 #include "dequantize.h"
+#include "native_gemv.h"
 #endif
 #include "util/dtype.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace deepinfer::testing {
@@ -151,9 +154,160 @@ void check_kernel(const Stored& s, const std::string& what) {
   cudaFree(f32);
   EXPECT_EQ(differences(s.w, hb, hf, what), 0) << what;
 }
+
+// For the products: FP8 values without NaN codes except one (row 1, column 3), scales cycling through
+// `scales` (E8M0 codes; F32 / BF16: their values times 1.5) with NaN (0xff) only in the last block of
+// a weight of three or more block rows, and one zero block. (Scale 254, 2^127, times most values
+// overflows fp32 in the host's dequantization: products of such weights are not compared.)
+Stored product_fp8_weight(int64_t rows, int64_t cols, int block_rows, int block_cols, DType scale_dtype, std::vector<uint8_t> scales,
+                          std::mt19937& rng) {
+  Stored s = fp8_weight(rows, cols, block_rows, block_cols, scale_dtype, rng);
+  for (uint8_t& v : s.values)
+    if ((v & 0x7f) == 0x7f) v ^= 0x01;
+  if (rows > 1 && cols > 3) s.values[static_cast<size_t>(cols + 3)] = 0x7f;
+  const int64_t sr = s.w.scale.shape[0], sc = s.w.scale.shape[1];
+  s.scale.clear();
+  for (int64_t i = 0; i < sr * sc; ++i) {
+    const uint8_t e = sr >= 3 && i == sr * sc - 1 ? 0xff : scales[static_cast<size_t>(i) % scales.size()];
+    if (scale_dtype == DType::kF8E8M0) {
+      s.scale.push_back(e);
+    } else if (scale_dtype == DType::kF32) {
+      const float f = e8m0_to_f32(e) * 1.5f;
+      uint8_t b[4];
+      std::memcpy(b, &f, 4);
+      s.scale.insert(s.scale.end(), b, b + 4);
+    } else {
+      const uint16_t h = f32_to_bf16(e8m0_to_f32(e) * 1.5f);
+      s.scale.push_back(static_cast<uint8_t>(h));
+      s.scale.push_back(static_cast<uint8_t>(h >> 8));
+    }
+  }
+  s.point();
+  return s;
+}
+
+// MXFP4 with scales cycling through `scales`, NaN (0xff) in one group of row 2, and one zero group.
+Stored product_mxfp4_weight(int64_t rows, int64_t cols, std::vector<uint8_t> scales, std::mt19937& rng) {
+  Stored s = mxfp4_weight(rows, cols, rng);
+  const int64_t groups = cols / 32;
+  for (int64_t i = 0; i < rows * groups; ++i) s.scale[static_cast<size_t>(i)] = scales[static_cast<size_t>(i) % scales.size()];
+  if (rows > 2) s.scale[static_cast<size_t>(2 * groups)] = 0xff;
+  for (int64_t c = 0; c < 16; ++c) s.values[static_cast<size_t>(c)] = 0;  // row 0's first group
+  s.point();
+  return s;
+}
+
+// native_gemv over `rows` activation rows against double-precision products with the host's
+// dequantized weight: NaN where the weight row holds a NaN, else within 1e-5 of the sum of |x w|.
+void check_product(const Stored& s, int rows, std::mt19937& rng, const std::string& what) {
+  const int64_t n = s.w.rows, k = s.w.cols, ldx = k + 4, ldo = n + 3;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  dequantize_to_f32(s.w, w.data());
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * ldx), 0.0f);
+  for (float& v : x) v = uni(rng);
+  uint8_t *values = nullptr, *scale = nullptr;
+  float *dx = nullptr, *dout = nullptr;
+  ASSERT_EQ(cudaMalloc(&values, s.values.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&scale, s.scale.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, static_cast<size_t>(rows * ldo) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(values, s.values.data(), s.values.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(scale, s.scale.data(), s.scale.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  kernels::QuantizedWeight q;
+  q.values = values;
+  q.scale = scale;
+  q.rows = n;
+  q.cols = k;
+  q.scale_type = s.w.scale.dtype == DType::kF32    ? kernels::ScaleType::kF32
+                 : s.w.scale.dtype == DType::kBF16 ? kernels::ScaleType::kBF16
+                                                   : kernels::ScaleType::kE8M0;
+  const bool fp8 = s.w.format == WeightFormat::kFp8Block;
+  if (fp8) {
+    q.block_rows = s.w.block_rows;
+    q.block_cols = s.w.block_cols;
+    q.scale_cols = s.w.scale.shape[1];
+  }
+  const auto format = fp8 ? kernels::StoredFormat::kFp8Block : kernels::StoredFormat::kMxfp4;
+  ASSERT_TRUE(kernels::native_gemv_supported(q, format, dx, ldx)) << what;
+  ASSERT_EQ(kernels::native_gemv(dx, rows, ldx, q, format, dout, ldo, kernels::Stream{nullptr, false}), cudaSuccess) << what;
+  std::vector<float> out(static_cast<size_t>(rows * ldo));
+  ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(values);
+  cudaFree(scale);
+  cudaFree(dx);
+  cudaFree(dout);
+  int bad = 0, nans = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < n; ++o) {
+      double ref = 0.0, mag = 0.0;
+      bool nan = false;
+      for (int64_t c = 0; c < k; ++c) {
+        const double wv = w[static_cast<size_t>(o * k + c)], xv = x[static_cast<size_t>(r * ldx + c)];
+        nan |= std::isnan(wv);
+        ref += xv * wv;
+        mag += std::fabs(xv * wv);
+      }
+      const float got = out[static_cast<size_t>(r * ldo + o)];
+      nans += nan;
+      const bool same = nan ? std::isnan(got) : std::fabs(got - ref) <= 1e-5 * mag;
+      if (!same && ++bad <= 3) ADD_FAILURE() << what << " row " << r << " output " << o << ": device " << got << ", host " << ref;
+    }
+  EXPECT_EQ(bad, 0) << what;
+  if (n > 2) {
+    EXPECT_GT(nans, 0) << what << ": the NaN cases are exercised";
+  }
+}
 #endif
 
 }  // namespace
+
+TEST_F(CudaOps, NativeProductsMatchTheHostsDequantization) {
+#ifdef DEEPINFER_HAS_CUDA
+  struct Fp8Case {
+    int64_t rows, cols;
+    int block_rows, block_cols;
+    DType scale;
+    std::vector<uint8_t> scales;
+  };
+  const std::vector<uint8_t> spread = {127, 0, 1, 120, 133, 140}, tiny = {0, 1, 2};
+  const Fp8Case fp8_cases[] = {
+      {37, 272, 128, 128, DType::kF8E8M0, spread}, {300, 4096, 128, 128, DType::kF8E8M0, spread}, {130, 160, 1, 128, DType::kF32, spread},
+      {17, 320, 16, 64, DType::kBF16, spread},     {8, 256, 128, 128, DType::kF8E8M0, tiny},      {1, 16, 128, 128, DType::kF8E8M0, spread},
+  };
+  for (const Fp8Case& c : fp8_cases)
+    for (int rows = 1; rows <= kernels::kNativeGemvMaxRows; ++rows)
+      check_product(product_fp8_weight(c.rows, c.cols, c.block_rows, c.block_cols, c.scale, c.scales, rng), rows, rng,
+                    fmt::format("fp8 [{}, {}] blocks {}x{} scale {}, {} rows", c.rows, c.cols, c.block_rows, c.block_cols,
+                                dtype_name(c.scale), rows));
+  const std::vector<uint8_t> fp4_spread = {127, 0, 1, 126, 130, 150};
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {33, 4096}, {257, 64}, {64, 2048}})
+    for (int rows = 1; rows <= kernels::kNativeGemvMaxRows; ++rows)
+      check_product(product_mxfp4_weight(n, k, n == 64 ? tiny : fp4_spread, rng), rows, rng,
+                    fmt::format("mxfp4 [{}, {}], {} rows", n, k, rows));
+
+  // What the kernels refuse: more rows than they take, columns that are not whole chunks.
+  kernels::QuantizedWeight q;
+  q.values = reinterpret_cast<const uint8_t*>(16);
+  q.scale = q.values;
+  q.rows = 4;
+  q.cols = 200;
+  q.scale_cols = 2;
+  const auto* x = reinterpret_cast<const float*>(16);
+  EXPECT_FALSE(kernels::native_gemv_supported(q, kernels::StoredFormat::kFp8Block, x, 200));
+  EXPECT_EQ(kernels::native_gemv(x, 1, 200, q, kernels::StoredFormat::kFp8Block, nullptr, 4, kernels::Stream{nullptr, false}),
+            cudaErrorInvalidValue);
+  q.cols = 48;
+  EXPECT_TRUE(kernels::native_gemv_supported(q, kernels::StoredFormat::kFp8Block, x, 48));
+  EXPECT_FALSE(kernels::native_gemv_supported(q, kernels::StoredFormat::kMxfp4, x, 48));
+  EXPECT_EQ(
+      kernels::native_gemv(x, 5, 48, q, kernels::StoredFormat::kFp8Block, reinterpret_cast<float*>(16), 4, kernels::Stream{nullptr, false}),
+      cudaErrorInvalidValue);
+#else
+  GTEST_SKIP() << "no CUDA build";
+#endif
+}
 
 TEST_F(CudaOps, DequantizeKernelsMatchTheHost) {
 #ifdef DEEPINFER_HAS_CUDA

@@ -242,6 +242,8 @@ TEST(JsonSchema, UnsupportedConstraintsAreErrorsNamingThem) {
   expect_error(R"s({"type":"string","pattern":"(?=x)"})s", "lookaround");
   expect_error(R"({"type":"strin"})", "unknown type 'strin'");
   expect_error(R"({"minLength":-1})", "minLength must be a non-negative integer");
+  expect_error(R"({"minLength":1e30})", "minLength is too large");  // once a float-to-integer overflow
+  expect_error(R"({"minLength":2.5})", "minLength must be a non-negative integer");
   expect_error(R"({"type":"object")", "not valid JSON");
   expect_error(R"({"type":"string","minLength":3,"maxLength":2})", "matches no string");
   expect_error(R"({"$ref":"#/$defs/missing"})", "does not resolve");
