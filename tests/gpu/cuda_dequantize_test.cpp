@@ -31,6 +31,21 @@ struct Stored {
   }
 };
 
+// One block scale in its stored type: E8M0 code e, or value as f32 / bf16.
+void append_scale(std::vector<uint8_t>& out, DType dtype, uint8_t e, float value) {
+  if (dtype == DType::kF8E8M0) {
+    out.push_back(e);
+  } else if (dtype == DType::kF32) {
+    uint8_t b[4];
+    std::memcpy(b, &value, 4);
+    out.insert(out.end(), b, b + 4);
+  } else {
+    const uint16_t h = f32_to_bf16(value);
+    out.push_back(static_cast<uint8_t>(h));
+    out.push_back(static_cast<uint8_t>(h >> 8));
+  }
+}
+
 // Every FP8 code appears (NaN 0x7f / 0xff, both zeros, subnormals, +-448); one block stays all zero.
 Stored fp8_weight(int64_t rows, int64_t cols, int block_rows, int block_cols, DType scale_dtype, std::mt19937& rng) {
   Stored s;
@@ -52,18 +67,8 @@ Stored fp8_weight(int64_t rows, int64_t cols, int block_rows, int block_cols, DT
   const uint8_t e8m0_edges[] = {127, 0, 1, 254, 255, 120, 133};
   for (int64_t i = 0; i < sr * sc; ++i) {
     const uint8_t e = e8m0_edges[i % 7];
-    if (scale_dtype == DType::kF8E8M0) {
-      s.scale.push_back(e);
-    } else if (scale_dtype == DType::kF32) {
-      const float f = i % 5 == 4 ? 0.0f : e8m0_to_f32(e) * (1.0f + static_cast<float>(i % 3) / 3.0f);
-      uint8_t b[4];
-      std::memcpy(b, &f, 4);
-      s.scale.insert(s.scale.end(), b, b + 4);
-    } else {
-      const uint16_t h = f32_to_bf16(e8m0_to_f32(e) * 1.5f);
-      s.scale.push_back(static_cast<uint8_t>(h));
-      s.scale.push_back(static_cast<uint8_t>(h >> 8));
-    }
+    const float f32 = i % 5 == 4 ? 0.0f : e8m0_to_f32(e) * (1.0f + static_cast<float>(i % 3) / 3.0f);
+    append_scale(s.scale, scale_dtype, e, scale_dtype == DType::kF32 ? f32 : e8m0_to_f32(e) * 1.5f);
   }
   s.point();
   return s;
@@ -169,18 +174,7 @@ Stored product_fp8_weight(int64_t rows, int64_t cols, int block_rows, int block_
   s.scale.clear();
   for (int64_t i = 0; i < sr * sc; ++i) {
     const uint8_t e = sr >= 3 && i == sr * sc - 1 ? 0xff : scales[static_cast<size_t>(i) % scales.size()];
-    if (scale_dtype == DType::kF8E8M0) {
-      s.scale.push_back(e);
-    } else if (scale_dtype == DType::kF32) {
-      const float f = e8m0_to_f32(e) * 1.5f;
-      uint8_t b[4];
-      std::memcpy(b, &f, 4);
-      s.scale.insert(s.scale.end(), b, b + 4);
-    } else {
-      const uint16_t h = f32_to_bf16(e8m0_to_f32(e) * 1.5f);
-      s.scale.push_back(static_cast<uint8_t>(h));
-      s.scale.push_back(static_cast<uint8_t>(h >> 8));
-    }
+    append_scale(s.scale, scale_dtype, e, e8m0_to_f32(e) * 1.5f);
   }
   s.point();
   return s;
