@@ -2,6 +2,8 @@
 #include "dequantize.h"
 #include "stored_formats.cuh"
 
+#include <algorithm>
+
 namespace deepinfer::kernels {
 namespace {
 
@@ -59,6 +61,29 @@ cudaError_t dequantize_mxfp4(const QuantizedWeight& w, bf16_t* b16, float* f32, 
   if (!launchable(w, b16, f32)) return w.rows == 0 || w.cols == 0 ? cudaSuccess : cudaErrorInvalidValue;
   if (w.cols % 32 != 0 || w.scale_type != ScaleType::kE8M0) return cudaErrorInvalidValue;
   launch(dequantize_mxfp4_kernel, dim3(static_cast<unsigned>(w.rows)), dim3(256), 0, s)(w, b16, f32);
+  return cudaGetLastError();
+}
+
+__global__ void fp8_nan_codes_kernel(const uint4* v, int64_t chunks, const uint8_t* tail, int tail_bytes, int* found) {
+  pdl_begin();
+  bool nan = false;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < chunks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 q = v[i];
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (uint32_t x : w) nan |= (((x & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;  // a byte's magnitude 0x7f carries into bit 7
+  }
+  if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail_bytes) nan |= (tail[threadIdx.x] & 0x7fu) == 0x7fu;
+  if (__syncthreads_or(nan) && threadIdx.x == 0) atomicOr(found, 1);
+}
+
+cudaError_t find_fp8_nan_codes(const uint8_t* values, int64_t n, int* found, Stream s) {
+  if (n <= 0) return cudaSuccess;
+  if (!values || !found || reinterpret_cast<uintptr_t>(values) % 16 != 0) return cudaErrorInvalidValue;
+  const int64_t chunks = n / 16;
+  const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>((chunks + 255) / 256, 1, 1024));
+  launch(fp8_nan_codes_kernel, dim3(blocks), dim3(256), 0, s)(reinterpret_cast<const uint4*>(values), chunks, values + chunks * 16,
+                                                              static_cast<int>(n - chunks * 16), found);
   return cudaGetLastError();
 }
 

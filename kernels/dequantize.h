@@ -16,10 +16,14 @@ struct QuantizedWeight {
   int64_t rows = 0, cols = 0;
   int32_t block_rows = 128, block_cols = 128;
   int64_t scale_cols = 0;  // fp8 only
+  bool nan_free = false;   // fp8: known to hold no NaN code (0x7f / 0xff), so native_gemv skips its per-value test
 };
 
 // Writes rows x cols values (row-major) into b16 and/or f32 (either may be null).
 cudaError_t dequantize_fp8_block(const QuantizedWeight& w, bf16_t* b16, float* f32, Stream s);
 cudaError_t dequantize_mxfp4(const QuantizedWeight& w, bf16_t* b16, float* f32, Stream s);
+// Sets *found (device memory, not cleared here) to 1 when any of the n E4M3 bytes at `values`
+// (16-byte aligned) is a NaN code (0x7f / 0xff): what QuantizedWeight::nan_free records.
+cudaError_t find_fp8_nan_codes(const uint8_t* values, int64_t n, int* found, Stream s);
 
 }  // namespace deepinfer::kernels

@@ -1,116 +1,296 @@
-// native_gemv.h: a warp per output, its lanes over 16-byte chunks of the stored row (a few loads in
-// flight each), the activations from L1, then a warp sum in a fixed order. A chunk lies in one scale
-// block (16 FP8 values of a 16-aligned block, or the 32 MXFP4 values of one E8M0 scale), so its dot
-// product is scaled once.
+// native_gemv.h on the tensor cores: a block owns 16 or 32 outputs, its warps split their columns,
+// and each warp runs mma.sync m16n8k16 (bf16 in, fp32 accumulate) with the weight as A (16 outputs x
+// 16 columns; one or two such tiles) and the activation rows as B (up to 8 rows; unused columns of B
+// are zero). The activations are read once per tile instead of once per output, and the tensor cores
+// do the multiply-adds: what is left per weight value is its decoding, a few integer operations.
 //
-// Values become floats by moving their bits into an fp32 (exponent and mantissa fields where fp32's
-// low bits are; subnormals included) and multiplying by the power of two that rebiases the exponent:
-// exact, a few integer operations and one multiply, no table and no conversion instruction.
+// Decoding: each lane reads 16 stored bytes of each of its rows (g and g + 8 of each tile) per step.
+// A dot product does not care in which order its columns are summed, so the columns a lane feeds to
+// the mma are the ones its own load holds: the bytes become bf16 pairs where they lie, and the lane's
+// activations are packed in the same order. A value becomes bf16 by moving its sign, exponent and
+// mantissa bits into bf16's fields (exact, subnormals included) and multiplying (bf16x2) by the power
+// of two that rebiases the exponent (2^120 for E4M3, 2^126 for E2M1).
+//
+// Scales: a step of a warp covers 64 columns (FP8), which lie in one scale block column, so each
+// row's FP8 block scale multiplies the step's fp32 partial sums after the mma (F32 / BF16 scales stay
+// exact). MXFP4's E8M0 scales change every 32 values, within a step, so they multiply the bf16 values
+// (exact: powers of two), folded into the rebiasing multiply where the product is a bf16.
+//
+// The activations are rounded to bf16 (as the prefill products round them); the weights' values are
+// exact; partial sums below fp32's normal range (2^-126) may be flushed to zero by the tensor cores.
+// A block's warps add their shares in warp order: each output's sum has a fixed order whatever the
+// number of rows.
 #include "common.cuh"
+#include "mma.cuh"
 #include "native_gemv.h"
 #include "stored_formats.cuh"
 
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kWarps = 4;   // outputs per block
-constexpr int kUnroll = 4;  // chunks in flight per lane
+template <StoredFormat F>
+inline constexpr int kChunkValues = F == StoredFormat::kFp8Block ? 16 : 32;  // values in 16 stored bytes
 
-// E4M3 byte b (low 8 bits): its value, exact; "fn" NaN codes are caught per word (fp8_nan).
-__device__ __forceinline__ float e4m3_bits(uint32_t b) {
-  return __fmul_rn(__uint_as_float(((b & 0x7fu) << 20) | ((b & 0x80u) << 24)), 0x1p120f);
+constexpr uint32_t kRebiasE4m3 = 0x7b807b80u;  // bf16x2 2^120, 2^120
+constexpr uint32_t kRebiasE2m1 = 0x7e807e80u;  // bf16x2 2^126, 2^126
+
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
 }
-// Whether a word of four E4M3 bytes holds a NaN (magnitude bits all set).
-__device__ __forceinline__ bool fp8_nan(uint32_t w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0; }
-// E2M1 nibble n (low 4 bits): its value, exact.
-__device__ __forceinline__ float e2m1_bits(uint32_t n) { return __fmul_rn(__uint_as_float(((n & 7u) << 22) | ((n & 8u) << 28)), 0x1p126f); }
 
-template <int R, int N>  // N values v dotted with x[r, c0 ..), for each row
-__device__ __forceinline__ void dot_rows(const float (&v)[N], const float* x, int64_t ldx, int64_t c0, float (&part)[R]) {
+// Four E4M3 bytes b0..b3 of word w as bf16 pairs (b0, b2) and (b1, b3), placed: bf16 bits
+// sign << 15 | magnitude << 4, i.e. the value times 2^-120.
+__device__ __forceinline__ void place_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = ((w << 4) & 0x07f007f0u) | ((w << 8) & 0x80008000u);
+  hi = ((w >> 4) & 0x07f007f0u) | (w & 0x80008000u);
+}
+// Whether any of the words holds an E4M3 NaN code ("fn": magnitude bits all set; + 1 carries into bit 7).
+template <int N>
+__device__ __forceinline__ bool any_fp8_nan(const uint32_t (&w)[N]) {
+  uint32_t carry = 0;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float4* xr = reinterpret_cast<const float4*>(x + r * ldx + c0);
-    float p = 0.0f;
+  for (int i = 0; i < N; ++i) carry |= (w[i] & 0x7f7f7f7fu) + 0x01010101u;
+  return (carry & 0x80808080u) != 0;
+}
+// The placed pairs of word w with each NaN byte's value replaced by a bf16 NaN.
+__device__ __forceinline__ void mark_nans(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t nan_half[2] = {0x00007fc0u, 0x7fc00000u}, keep_half[2] = {0xffff0000u, 0x0000ffffu};
 #pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const float4 a = __ldg(xr + i);
-      p = fmaf(a.x, v[4 * i], p);
-      p = fmaf(a.y, v[4 * i + 1], p);
-      p = fmaf(a.z, v[4 * i + 2], p);
-      p = fmaf(a.w, v[4 * i + 3], p);
-    }
-    part[r] = p;
+  for (int b = 0; b < 4; ++b) {
+    if (((w >> (8 * b)) & 0x7fu) != 0x7fu) continue;
+    uint32_t& r = (b & 1) ? hi : lo;  // bytes 0, 2 in lo; 1, 3 in hi; bytes 0, 1 in the low halves
+    r = (r & keep_half[b >> 1]) | nan_half[b >> 1];
   }
 }
-
-template <int R, StoredFormat F>
-__device__ __forceinline__ void add_chunk(uint4 q, int64_t o, int64_t ch, const float* x, int64_t ldx, const QuantizedWeight& w,
-                                          float (&acc)[R]) {
-  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-  float part[R];
-  float scale;
+// E2M1 nibbles k and k + 4 (k < 2) of word w as a placed bf16 pair: sign << 15 | magnitude << 6, the
+// value times 2^-126 (nibbles 2, 3 and 6, 7: the same of w >> 8). Left shifts only: they may run as
+// multiplies, beside the logic operations.
+template <int K>
+__device__ __forceinline__ uint32_t place_e2m1(uint32_t w) {
+  return ((w << (6 - 4 * K)) & 0x01c001c0u) | ((w << (12 - 4 * K)) & 0x80008000u);
+}
+// An E8M0 scale s as the bf16 pair that multiplies a group's placed values. kOne: 2^126 · 2^(s - 127)
+// = 2^(s - 1), a bf16 for s <= 128 (what weights hold in practice); otherwise 2^(s - 127) alone (the
+// values are first multiplied by 2^126; 2^-127 is a bf16 subnormal, 0xff NaN).
+template <bool kOne>
+__device__ __forceinline__ uint32_t e8m0_factor(uint32_t s) {
+  const uint32_t b = kOne ? (s + 126u) << 7 : s == 0xffu ? 0x7fc0u : s == 0 ? 0x0040u : s << 7;
+  return b | (b << 16);
+}
+// A lane's activations for one chunk: x[c0 .. c0 + V) of its row as bf16 pairs, in the order its
+// placed weights are: FP8 word i -> (4i, 4i+2), (4i+1, 4i+3); MXFP4 word i -> (8i, 8i+4), (8i+1, 8i+5),
+// (8i+2, 8i+6), (8i+3, 8i+7).
+template <StoredFormat F>
+__device__ __forceinline__ void load_x(const float* xr, bool in, uint32_t (&b)[kChunkValues<F> / 2]) {
+  constexpr int V = kChunkValues<F>;
+  if (!in) {
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) b[i] = 0;
+    return;
+  }
+  const float4* p = reinterpret_cast<const float4*>(xr);
   if constexpr (F == StoredFormat::kFp8Block) {
-    float v[16];
-    bool nan = false;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      nan |= fp8_nan(words[i]);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) v[4 * i + k] = e4m3_bits(words[i] >> (8 * k));
+      const float4 v = __ldg(p + i);
+      b[2 * i] = pack_bf16(v.x, v.z);
+      b[2 * i + 1] = pack_bf16(v.y, v.w);
     }
-    const int64_t c0 = ch * 16;
-    dot_rows<R>(v, x, ldx, c0, part);
-    if (nan)
-#pragma unroll
-      for (int r = 0; r < R; ++r) part[r] = __uint_as_float(0x7fc00000u);
-    scale = scale_value(w, (o / w.block_rows) * w.scale_cols + c0 / w.block_cols);
   } else {
-    float v[32];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[8 * i + k] = e2m1_bits(words[i] >> (4 * k));  // low nibble first
-    dot_rows<R>(v, x, ldx, ch * 32, part);
-    scale = e8m0_value(static_cast<const uint8_t*>(w.scale)[o * (w.cols / 32) + ch]);
+    for (int i = 0; i < 4; ++i) {
+      const float4 u = __ldg(p + 2 * i), v = __ldg(p + 2 * i + 1);
+      b[4 * i] = pack_bf16(u.x, v.x);
+      b[4 * i + 1] = pack_bf16(u.y, v.y);
+      b[4 * i + 2] = pack_bf16(u.z, v.z);
+      b[4 * i + 3] = pack_bf16(u.w, v.w);
+    }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = fmaf(part[r], scale, acc[r]);
 }
 
-template <int R, StoredFormat F>
+// One FP8 chunk of rows g (qa) and g + 8 (qb) of a tile: four mma steps of 16 columns into fresh
+// sums, which the rows' block scales (sa, sb) then add to the tile's accumulator.
+template <bool kNanTest>
+__device__ __forceinline__ void add_fp8_chunk(uint4 qa, uint4 qb, float sa, float sb, const uint32_t (&b)[8], float (&acc)[4]) {
+  const uint32_t wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+  const bool nan = kNanTest && (any_fp8_nan(wa) || any_fp8_nan(wb));
+  float part[4] = {};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t a[4];
+    place_e4m3(wa[i], a[0], a[2]);
+    place_e4m3(wb[i], a[1], a[3]);
+    if (nan) {  // rare: the NaN bytes' halves become NaN
+      mark_nans(wa[i], a[0], a[2]);
+      mark_nans(wb[i], a[1], a[3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = mul_bf16x2(a[j], kRebiasE4m3);
+    mma_bf16(part, a, b[2 * i], b[2 * i + 1]);
+  }
+  acc[0] = fmaf(part[0], sa, acc[0]);
+  acc[1] = fmaf(part[1], sa, acc[1]);
+  acc[2] = fmaf(part[2], sb, acc[2]);
+  acc[3] = fmaf(part[3], sb, acc[3]);
+}
+
+// One MXFP4 chunk (one E8M0 group) of rows g (qa, scale code sa) and g + 8: eight mma steps. kOne:
+// every scale code of the warp's chunks is <= 128, one multiply a value pair.
+template <bool kOne>
+__device__ __forceinline__ void add_fp4_chunk(uint4 qa, uint4 qb, uint32_t sa, uint32_t sb, const uint32_t (&b)[16], float (&acc)[4]) {
+  const uint32_t wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+  const uint32_t ma = e8m0_factor<kOne>(sa), mb = e8m0_factor<kOne>(sb);
+  const auto value = [](uint32_t placed, uint32_t factor) { return mul_bf16x2(kOne ? placed : mul_bf16x2(placed, kRebiasE2m1), factor); };
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t ha = wa[i] >> 8, hb = wb[i] >> 8;
+    const uint32_t a0[4] = {value(place_e2m1<0>(wa[i]), ma), value(place_e2m1<0>(wb[i]), mb), value(place_e2m1<1>(wa[i]), ma),
+                            value(place_e2m1<1>(wb[i]), mb)};
+    mma_bf16(acc, a0, b[4 * i], b[4 * i + 1]);
+    const uint32_t a1[4] = {value(place_e2m1<0>(ha), ma), value(place_e2m1<0>(hb), mb), value(place_e2m1<1>(ha), ma),
+                            value(place_e2m1<1>(hb), mb)};
+    mma_bf16(acc, a1, b[4 * i + 2], b[4 * i + 3]);
+  }
+}
+
+// A scale of FP8 block scales stored as S (the kernels are compiled per type: no switch in the loop).
+template <ScaleType S>
+__device__ __forceinline__ float block_scale(const void* scale, int64_t i) {
+  if constexpr (S == ScaleType::kE8M0) return e8m0_value(static_cast<const uint8_t*>(scale)[i]);
+  if constexpr (S == ScaleType::kF32) return static_cast<const float*>(scale)[i];
+  return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(scale)[i]) << 16);
+}
+
+// grid: one block per kTiles x 16 outputs. Lane (g, t) of warp v reads chunks 4 s + t of rows
+// o0 + 16 m + g and o0 + 16 m + g + 8 (m < kTiles) for the steps s of the warp's share of the columns;
+// B column g is activation row g (< rows, else zero), shared by the warp's tiles. S: the FP8 block
+// scales' type (MXFP4: E8M0).
+template <StoredFormat F, ScaleType S, int kTiles, int kWarps, bool kNanTest>
 __global__ void __launch_bounds__(kWarps * 32)
-    native_gemv_kernel(const float* __restrict__ x, int64_t ldx, QuantizedWeight w, float* __restrict__ out, int64_t ldo) {
+    native_gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, QuantizedWeight w, float* __restrict__ out, int64_t ldo) {
+  constexpr int V = kChunkValues<F>, kRows = 2 * kTiles, kUnroll = 2 / kTiles;  // a lane's weight rows; steps a round
+  constexpr bool kFp8 = F == StoredFormat::kFp8Block;
+  __shared__ float red[kWarps][16 * kTiles][8];
   pdl_begin();
-  const int lane = threadIdx.x & 31;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (o >= w.rows) return;
-  const int64_t chunks = F == StoredFormat::kFp8Block ? w.cols / 16 : w.cols / 32;
-  const uint4* row = reinterpret_cast<const uint4*>(w.values) + o * chunks;
-  float acc[R] = {};
-  for (int64_t base = lane; base < chunks; base += kUnroll * 32) {
-    uint4 q[kUnroll];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t o0 = static_cast<int64_t>(blockIdx.x) * 16 * kTiles;
+  const int chunks = static_cast<int>(w.cols / V), steps = (chunks + 3) / 4, per_warp = (steps + kWarps - 1) / kWarps;
+  const int s_begin = warp * per_warp, s_end = min(steps, s_begin + per_warp);
+  // FP8: a step's scale column is its first chunk / (chunks per block column), a shift when that is a power of two.
+  const int per_block = kFp8 ? w.block_cols / 16 : 1;
+  const int shift = (per_block & (per_block - 1)) == 0 ? __ffs(per_block) - 1 : -1;
+  const uint4* row[kRows];  // this lane's chunks of its rows, from the warp's first step
+  const uint8_t* fp4_scale[kRows];
+  int64_t fp8_scale[kRows];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) q[u] = base + 32 * u < chunks ? load_stream(row + base + 32 * u) : make_uint4(0, 0, 0, 0);
+  for (int j = 0; j < kRows; ++j) {
+    const int64_t o = min(o0 + 8 * j + g, w.rows - 1);  // rows past the end: read, not written
+    row[j] = reinterpret_cast<const uint4*>(w.values) + o * chunks + 4 * s_begin + t;
+    fp4_scale[j] = static_cast<const uint8_t*>(w.scale) + o * chunks + 4 * s_begin + t;
+    fp8_scale[j] = kFp8 ? (o / w.block_rows) * w.scale_cols : 0;
+  }
+  const float* xr = x + (g < rows ? g : 0) * ldx + static_cast<int64_t>(4 * s_begin + t) * V;
+  const bool x_in = g < rows;
+  float acc[kTiles][4] = {};
+  // A round: kUnroll steps' bytes and scales (FP8: values; MXFP4: E8M0 codes), loaded one round ahead.
+  struct Round {
+    uint4 q[kUnroll][kRows];
+    float f[kUnroll][kRows];
+  };
+  const auto load_round = [&](Round& r, int s0) {
+    const int d = 4 * (s0 - s_begin);  // chunks past the pointers
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (base + 32 * u < chunks) add_chunk<R, F>(q[u], o, base + 32 * u, x, ldx, w, acc);
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool step_in = s0 + u < s_end, in = step_in && 4 * (s0 + u) + t < chunks;
+      const int sc = kFp8 ? (shift >= 0 ? (4 * (s0 + u)) >> shift : 4 * (s0 + u) / per_block) : 0;
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) {
+        r.q[u][j] = in ? load_stream(row[j] + d + 4 * u) : make_uint4(0, 0, 0, 0);
+        if constexpr (kFp8)
+          r.f[u][j] = step_in ? block_scale<S>(w.scale, fp8_scale[j] + sc) : 0.0f;  // (scales the whole step's sums of row j)
+        else
+          r.f[u][j] = in ? __uint_as_float(fp4_scale[j][d + 4 * u]) : 0.0f;
+      }
+    }
+  };
+  const auto add_round = [&](const Round& r, int s0) {
+    const int d = 4 * (s0 - s_begin);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (s0 + u >= s_end) break;  // warp-uniform
+      uint32_t b[V / 2];
+      load_x<F>(xr + (d + 4 * u) * V, x_in && 4 * (s0 + u) + t < chunks, b);
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int m = 0; m < kTiles; ++m)
+          add_fp8_chunk<kNanTest>(r.q[u][2 * m], r.q[u][2 * m + 1], r.f[u][2 * m], r.f[u][2 * m + 1], b, acc[m]);
+      } else {
+        bool large = false;  // a scale code above 128 in the warp's chunks of this step: two multiplies
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) large |= __float_as_uint(r.f[u][j]) > 128u;
+        if (__any_sync(kFull, large)) {
+#pragma unroll
+          for (int m = 0; m < kTiles; ++m)
+            add_fp4_chunk<false>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
+                                 acc[m]);
+        } else {
+#pragma unroll
+          for (int m = 0; m < kTiles; ++m)
+            add_fp4_chunk<true>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
+                                acc[m]);
+        }
+      }
+    }
+  };
+  Round ra, rb;  // ping-pong: one round decodes while the next one's loads are in flight
+  load_round(ra, s_begin);
+  for (int s0 = s_begin; s0 < s_end; s0 += 2 * kUnroll) {
+    load_round(rb, s0 + kUnroll);
+    add_round(ra, s0);
+    load_round(ra, s0 + 2 * kUnroll);
+    add_round(rb, s0 + kUnroll);
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) out[r * ldo + o] = v;
+  for (int m = 0; m < kTiles; ++m) {
+    red[warp][16 * m + g][2 * t] = acc[m][0];
+    red[warp][16 * m + g][2 * t + 1] = acc[m][1];
+    red[warp][16 * m + g + 8][2 * t] = acc[m][2];
+    red[warp][16 * m + g + 8][2 * t + 1] = acc[m][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * kTiles * 8; i += kWarps * 32) {
+    const int o = i % (16 * kTiles), r = i / (16 * kTiles);
+    if (r < rows && o0 + o < w.rows) {
+      float v = red[0][o][r];
+#pragma unroll
+      for (int k = 1; k < kWarps; ++k) v += red[k][o][r];
+      out[r * ldo + o0 + o] = v;
+    }
   }
 }
 
-template <StoredFormat F>
-cudaError_t launch_rows(const float* x, int64_t rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s) {
-  const dim3 grid(blocks_for(w.rows, kWarps)), block(kWarps * 32);
-  switch (rows) {
-    case 1: return launch(native_gemv_kernel<1, F>, grid, block, 0, s)(x, ldx, w, out, ldo);
-    case 2: return launch(native_gemv_kernel<2, F>, grid, block, 0, s)(x, ldx, w, out, ldo);
-    case 3: return launch(native_gemv_kernel<3, F>, grid, block, 0, s)(x, ldx, w, out, ldo);
-    default: return launch(native_gemv_kernel<4, F>, grid, block, 0, s)(x, ldx, w, out, ldo);
-  }
+// Block shapes by the number of outputs (measured on an H200, tools/bench/native_gemv_bench): two
+// tiles a warp and 8 warps a block where there are outputs enough for ~2 blocks a multiprocessor;
+// one tile and 8 warps down to ~1.5 blocks a multiprocessor; below that one tile and 16 warps (more
+// column shares, so that fewer outputs still fill the GPU).
+constexpr int64_t kManyOutputs = 2 * 132 * 32, kSomeOutputs = 3 * 132 * 16 / 2;
+
+template <StoredFormat F, ScaleType S, bool kNanTest>
+cudaError_t launch_for(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s) {
+  const auto grid = [&](int64_t outputs_per_block) {
+    return dim3(static_cast<unsigned>((w.rows + outputs_per_block - 1) / outputs_per_block));
+  };
+  if (w.rows >= kManyOutputs) return launch(native_gemv_kernel<F, S, 2, 8, kNanTest>, grid(32), dim3(256), 0, s)(x, rows, ldx, w, out, ldo);
+  if (w.rows >= kSomeOutputs) return launch(native_gemv_kernel<F, S, 1, 8, kNanTest>, grid(16), dim3(256), 0, s)(x, rows, ldx, w, out, ldo);
+  return launch(native_gemv_kernel<F, S, 1, 16, kNanTest>, grid(16), dim3(512), 0, s)(x, rows, ldx, w, out, ldo);
+}
+
+template <ScaleType S>
+cudaError_t launch_fp8(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s) {
+  return w.nan_free ? launch_for<StoredFormat::kFp8Block, S, false>(x, rows, ldx, w, out, ldo, s)
+                    : launch_for<StoredFormat::kFp8Block, S, true>(x, rows, ldx, w, out, ldo, s);
 }
 
 }  // namespace
@@ -119,17 +299,26 @@ bool native_gemv_supported(const QuantizedWeight& w, StoredFormat format, const 
   if (w.rows <= 0 || w.cols <= 0 || !w.values || !w.scale || !x || ldx < w.cols || ldx % 4 != 0) return false;
   if (reinterpret_cast<uintptr_t>(w.values) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
   if (format == StoredFormat::kMxfp4) return w.cols % 32 == 0 && w.scale_type == ScaleType::kE8M0;
-  return w.cols % 16 == 0 && w.block_rows > 0 && w.block_cols > 0 && w.block_cols % 16 == 0 &&
+  return w.cols % 16 == 0 && w.block_rows > 0 && w.block_cols > 0 && w.block_cols % 64 == 0 &&
          w.scale_cols >= (w.cols + w.block_cols - 1) / w.block_cols;
 }
 
 cudaError_t native_gemv(const float* x, int64_t rows, int64_t ldx, const QuantizedWeight& w, StoredFormat format, float* out, int64_t ldo,
                         Stream s) {
   if (rows <= 0 || w.rows <= 0) return cudaSuccess;
-  if (rows > kNativeGemvMaxRows || !out || ldo < w.rows || w.rows > 2147483647LL * kWarps || !native_gemv_supported(w, format, x, ldx))
+  if (rows > kNativeGemvMaxRows || !out || ldo < w.rows || (w.rows + 15) / 16 > 2147483647LL || w.cols / 16 > 2147483647LL ||
+      !native_gemv_supported(w, format, x, ldx))
     return cudaErrorInvalidValue;
-  const cudaError_t e = format == StoredFormat::kFp8Block ? launch_rows<StoredFormat::kFp8Block>(x, rows, ldx, w, out, ldo, s)
-                                                          : launch_rows<StoredFormat::kMxfp4>(x, rows, ldx, w, out, ldo, s);
+  const int r = static_cast<int>(rows);
+  cudaError_t e;
+  if (format == StoredFormat::kMxfp4)
+    e = launch_for<StoredFormat::kMxfp4, ScaleType::kE8M0, false>(x, r, ldx, w, out, ldo, s);
+  else if (w.scale_type == ScaleType::kE8M0)
+    e = launch_fp8<ScaleType::kE8M0>(x, r, ldx, w, out, ldo, s);
+  else if (w.scale_type == ScaleType::kF32)
+    e = launch_fp8<ScaleType::kF32>(x, r, ldx, w, out, ldo, s);
+  else
+    e = launch_fp8<ScaleType::kBF16>(x, r, ldx, w, out, ldo, s);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

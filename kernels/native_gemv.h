@@ -10,15 +10,17 @@ namespace deepinfer::kernels {
 
 enum class StoredFormat : int32_t { kFp8Block, kMxfp4 };
 
-inline constexpr int kNativeGemvMaxRows = 4;
+inline constexpr int kNativeGemvMaxRows = 8;
 // Whether the kernels take w (w.rows outputs of w.cols inputs) and x: cols a multiple of 16 (FP8, with
-// block_cols a multiple of 16 too) or 32 (MXFP4, E8M0 scales), w.values and x 16-byte aligned and
-// ldx a multiple of 4.
+// block_cols a multiple of 64) or 32 (MXFP4, E8M0 scales), w.values and x 16-byte aligned and ldx a
+// multiple of 4.
 bool native_gemv_supported(const QuantizedWeight& w, StoredFormat format, const float* x, int64_t ldx);
 // out[r, o] (ldo floats apart) = Σ_c x[r, c] · W[o, c] for r < rows <= kNativeGemvMaxRows and
-// o < w.rows, W the dequantized weight: for each 16 stored bytes, their values (exact in fp32) dotted
-// with the activations, times their scale, added in a fixed order (a row's result does not depend on
-// the others). A NaN value or scale makes the output NaN, as the dequantized weight's would.
+// o < w.rows, W the dequantized weight, on the tensor cores: x rounded to bf16, the weight's values
+// exact, FP8 block scales applied to fp32 partial sums, fp32 sums in a fixed order (a row's result
+// does not depend on the others or on their number; parts below fp32's normal range may flush to
+// zero). w.nan_free spares the FP8 kernel its test for NaN codes. A NaN value or scale makes the
+// output NaN, as the dequantized weight's would.
 cudaError_t native_gemv(const float* x, int64_t rows, int64_t ldx, const QuantizedWeight& w, StoredFormat format, float* out, int64_t ldo,
                         Stream s);
 

@@ -14,13 +14,15 @@
 namespace deepinfer {
 
 // X(name, type, default, help). Types: bool, int, string.
-#define DI_BACKEND_OPTIONS(X)                                                                                  \
-  X(cuda_device, int, 0, "CUDA: ordinal of the GPU to use")                                                    \
-  X(fp32_weights, bool, false, "CUDA: keep weights in fp32 and run every product in fp32 (a reference mode)")  \
-  X(graphs, bool, true, "CUDA: replay decode steps as CUDA graphs")                                            \
-  X(pdl, bool, true, "CUDA: programmatic dependent launch of kernels (each overlaps the previous one's tail)") \
-  X(zero_scratch, bool, false, "CUDA: zero-fill every scratch tensor (a diagnostic for uninitialised reads)")  \
-  X(batch_invariant, bool, false, "CUDA: each sequence's logits bitwise the same whatever else is in the batch (slower kernels)")
+#define DI_BACKEND_OPTIONS(X)                                                                                                     \
+  X(cuda_device, int, 0, "CUDA: ordinal of the GPU to use")                                                                       \
+  X(fp32_weights, bool, false, "CUDA: keep weights in fp32 and run every product in fp32 (a reference mode)")                     \
+  X(graphs, bool, true, "CUDA: replay decode steps as CUDA graphs")                                                               \
+  X(pdl, bool, true, "CUDA: programmatic dependent launch of kernels (each overlaps the previous one's tail)")                    \
+  X(zero_scratch, bool, false, "CUDA: zero-fill every scratch tensor (a diagnostic for uninitialised reads)")                     \
+  X(batch_invariant, bool, false, "CUDA: each sequence's logits bitwise the same whatever else is in the batch (slower kernels)") \
+  X(native_weights, bool, false,                                                                                                  \
+    "CUDA: keep FP8 block-scaled matrices as stored (decode reads them, larger products dequantize them per call)")
 
 struct BackendOptions {
 #define DI_BACKEND_OPTION_FIELD(name, type, def, help) type name = def;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "dequantize.h"
 #include "launch.h"
 
 #include <cublas_v2.h>
@@ -20,15 +21,22 @@ namespace kn = kernels;
 inline constexpr int64_t kSmallMatrix = int64_t(1) << 20;
 
 // A weight on the device: bf16 (matrices), fp32 (vectors, small matrices, everything in fp32 mode)
-// or int32 (tables), as the backend chose at upload.
+// or int32 (tables), as the backend chose at upload. With the native_weights option an FP8
+// block-scaled matrix keeps its stored bytes instead of the bf16 copy: `stored` describes them
+// (its pointers are stored_values and stored_scale).
 struct CudaWeight final : DeviceWeight {
   float* f32 = nullptr;
   uint16_t* b16 = nullptr;
   int32_t* i32 = nullptr;
+  uint8_t* stored_values = nullptr;
+  void* stored_scale = nullptr;
+  kn::QuantizedWeight stored;
   ~CudaWeight() override {
     if (f32) cudaFree(f32);
     if (b16) cudaFree(b16);
     if (i32) cudaFree(i32);
+    if (stored_values) cudaFree(stored_values);
+    if (stored_scale) cudaFree(stored_scale);
   }
 };
 

@@ -97,6 +97,7 @@ void CudaDevice::apply(const BackendOptions& o) {
   stream_.invariant = side_stream_.invariant = o.batch_invariant;
   zero_all_scratch_ = o.zero_scratch;
   invariant_ = o.batch_invariant;
+  native_ = o.native_weights;
   graphs_allowed_ = o.graphs;
   graphs_on_ = graphs_wanted_ && graphs_allowed_;
 }

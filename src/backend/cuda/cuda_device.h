@@ -170,6 +170,14 @@ class CudaDevice : public Backend {
                  int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16 = false);
   // The activations x (n floats) as bf16 in the temporary arena, or null (the error kept).
   const kn::bf16_t* activations_bf16(const float* x, int64_t n);
+  // w's bf16 matrix: its copy, or its stored FP8 bytes dequantized into the temporary arena on
+  // `stream` (a weight kept as stored, in a product that is not a decode GEMV); null (the error
+  // kept) when it has neither.
+  const kn::bf16_t* matrix_bf16(const CudaWeight& w, kn::Stream stream);
+  // Decode rows against a weight kept as stored (kernels/native_gemv.h), groups as in gemm; false
+  // (nothing launched) where the kernel does not take them, else true with `ok` the launches' result.
+  bool native_products(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
+                       int64_t w_stride, int batch, float* c, int64_t ldc, bool& ok);
   bool bf16_products_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs);
   bool gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list);
 
@@ -203,6 +211,7 @@ class CudaDevice : public Backend {
   // The `batch_invariant` option: each op runs one kernel whose per-row arithmetic depends on nothing
   // but the row (no GEMV / cuBLAS / wgmma choice by row count, no splits by batch, no eager-only paths).
   bool invariant_ = false;
+  bool native_ = false;            // uploads keep FP8 block-scaled matrices as stored (CudaWeight::stored)
   kn::Stream stream_;              // the stream of every op, with the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
@@ -248,6 +257,8 @@ class CudaDevice : public Backend {
   void launch_sampling(Tensor logits);
   WeightStager& stager();
   Result<void> stage_weight(const WeightSource& w, uint16_t* b16, float* f32);
+  Result<void> keep_stored(const WeightSource& w, CudaWeight& out);
+  Result<void> note_nan_codes(CudaWeight& out, const std::string& what);
   void* take_scratch(int64_t n, bool zero);
   uint64_t generation() const;
   template <class T>

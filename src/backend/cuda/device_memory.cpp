@@ -1,6 +1,7 @@
 // Device memory of the CUDA backend: weights (bf16 matrices, fp32 vectors and small matrices, int32
 // tables), the model state (slot records and blocks), and a forward's scratch stack.
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/weight_stager.h"
 #include "elementwise.h"
 
 #include <algorithm>
@@ -42,15 +43,49 @@ Result<void> CudaDevice::stage_weight(const WeightSource& w, uint16_t* b16, floa
   return ok();
 }
 
+// An FP8 block-scaled matrix's stored bytes into out.stored (the native_weights option).
+Result<void> CudaDevice::keep_stored(const WeightSource& w, CudaWeight& out) {
+  DI_TRY(v, device_alloc_bytes(w.values.nbytes, w.name));
+  out.stored_values = static_cast<uint8_t*>(v);
+  DI_TRY(sc, device_alloc_bytes(w.scale.nbytes, w.name + " (block scales)"));
+  out.stored_scale = sc;
+  out.stored = quantized_weight(w, out.stored_values, out.stored_scale);
+  DI_TRYV(stager().copy(out.stored_values, w.values.data, w.values.nbytes, w.name));
+  return stager().copy(out.stored_scale, w.scale.data, w.scale.nbytes, w.name);
+}
+
+// Whether the stored values hold a NaN code (the decode product skips its test where none does).
+Result<void> CudaDevice::note_nan_codes(CudaWeight& out, const std::string& what) {
+  DI_TRY(flag, device_alloc<int>(1, what));
+  int found = 0;
+  cudaError_t e = cudaMemsetAsync(flag, 0, sizeof(int), stream_.id);
+  if (e == cudaSuccess) e = kn::find_fp8_nan_codes(out.stored_values, out.rows * out.cols, flag, stream_);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&found, flag, sizeof(int), cudaMemcpyDeviceToHost, stream_.id);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_.id);
+  cudaFree(flag);
+  if (e != cudaSuccess) return cuda_error(e, "scanning a weight for NaN codes");
+  out.stored.nan_free = found == 0;
+  return ok();
+}
+
 Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) {
   DI_TRYV(validate_weight_source(w));
   DI_TRYV(set_device());
   const size_t n = static_cast<size_t>(w.numel());
-  const bool want_b16 = w.rows > 1 && !fp32_;
+  // Stored bytes where the decode product takes them (FP8 blocks a multiple of 64 columns wide).
+  const bool stored = native_ && !fp32_ && w.format == WeightFormat::kFp8Block && w.rows > 1 && w.cols % 16 == 0 && w.block_cols % 64 == 0;
+  const bool want_b16 = w.rows > 1 && !fp32_ && !stored;
   const bool want_f32 = fp32_ || w.rows == 1 || w.numel() <= kSmallMatrix;
   auto out = std::make_unique<CudaWeight>();
   out->rows = w.rows;
   out->cols = w.cols;
+  if (stored) {
+    auto kept = keep_stored(w, *out);
+    if (!kept) {
+      (void)stager().finish(w.name);  // (nothing may still write to `out`)
+      return kept.error();
+    }
+  }
   if (want_b16) {
     DI_TRY(p, device_alloc<uint16_t>(n, w.name));
     out->b16 = p;
@@ -59,10 +94,13 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) 
     DI_TRY(p, device_alloc<float>(n, w.name));
     out->f32 = p;
   }
-  auto staged = stage_weight(w, out->b16, out->f32);
+  auto staged = out->b16 || out->f32 ? stage_weight(w, out->b16, out->f32) : ok();
   auto done = stager().finish(w.name);  // (also after a failure: nothing may still write to `out`)
   DI_TRYV(staged);
   DI_TRYV(done);
+  if (stored) {
+    DI_TRYV(note_nan_codes(*out, w.name));
+  }
   return std::unique_ptr<DeviceWeight>(std::move(out));
 }
 

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"
+#include "native_gemv.h"
 #include "tile_linear.h"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ bool CudaDevice::bf16_products_of(Tensor x, std::span<const DeviceWeight* const>
   bool ok = !ws.empty() && ws.size() == outs.size();
   for (size_t i = 0; ok && i < ws.size(); ++i) {
     const CudaWeight& w = cw(*ws[i]);
-    ok = w.b16 && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
+    ok = (w.b16 || w.stored_values) && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
   }
   return ok;
 }
@@ -47,7 +48,7 @@ bool CudaDevice::gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws,
   if (invariant_ || x.rows > kDecodeRows || ws.size() > kn::kGemvMaxProducts || !bf16_products_of(x, ws, outs)) return false;
   for (size_t i = 0; i < ws.size(); ++i) {
     const CudaWeight& w = cw(*ws[i]);
-    if (!kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
+    if (!w.b16 || !kn::gemv_supported(x.data, x.cols, w.b16, x.cols)) return false;
     list.p[list.count++] = kn::GemvProduct{w.b16, outs[i].data, w.rows, w.rows, outs[i].cols};
   }
   return true;
@@ -64,7 +65,8 @@ void CudaDevice::linears(Tensor x, std::span<const DeviceWeight* const> ws, std:
     return;
   }
   const bool query = std::any_of(outs.begin(), outs.end(), [&](const Tensor& t) { return t.data == query_.data; });
-  if (fp32_ || (x.rows <= kDecodeRows && !invariant_) || (ws.size() < 2 && !query) || !bf16_products_of(x, ws, outs)) {
+  const bool decode = x.rows <= kDecodeRows && !invariant_;
+  if (fp32_ || !bf16_products_of(x, ws, outs) || (!query && (decode || ws.size() < 2))) {
     // (attention_query keeps a query in bf16 only where its product is one of these)
     if (!query) return Backend::linears(x, ws, outs);
     Op op(*this, "linears");
@@ -114,7 +116,7 @@ bool CudaDevice::gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, cons
           int64_t w_stride, int batch, float* c, int64_t ldc, bool prefer_f32) {
   if (rows == 0 || n == 0) return true;
   const float one = 1.0f, zero = 0.0f;
-  const bool use_f32 = w.f32 && (prefer_f32 || !w.b16);
+  const bool use_f32 = w.f32 && (prefer_f32 || (!w.b16 && !w.stored_values));
   if (invariant_ && use_f32) {
     if (!expect(wk == k && (batch == 1 || w_stride == n * k), "GEMM: a strided weight in batch-invariant mode")) return false;
     const int64_t part_floats = kn::tile_linear_f32_scratch(rows, k, n, batch);
@@ -128,8 +130,13 @@ bool CudaDevice::gemm(const float* x, int64_t rows, int64_t k, int64_t ldx, cons
                                                 static_cast<int>(ldx), k, &zero, c, static_cast<int>(ldc), n, batch),
                       "fp32 GEMM");
   }
-  if (!w.b16) return expect(false, "GEMM with a weight that has no matrix copy on the device");
-  if (!invariant_ && rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) && kn::gemv_supported(x, ldx, w.b16 + w_off, k))
+  if (w.stored_values && !invariant_ && rows <= kn::kNativeGemvMaxRows) {
+    bool ok = false;
+    if (native_products(x, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc, ok)) return ok;
+  }
+  if (!w.b16 && !w.stored_values) return expect(false, "GEMM with a weight that has no matrix copy on the device");
+  if (w.b16 && !invariant_ && rows <= kDecodeRows && wk == k && (batch == 1 || w_stride == n * k) &&
+      kn::gemv_supported(x, ldx, w.b16 + w_off, k))
     return check(kn::gemv(x, rows, ldx, w.b16 + w_off, n * batch, k, n, c, ldc, stream_), "GEMV");
   const kn::bf16_t* xb = activations_bf16(x, rows * ldx);
   return xb && gemm_bf16(main_lane(), xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc);
@@ -141,31 +148,75 @@ const kn::bf16_t* CudaDevice::activations_bf16(const float* x, int64_t n) {
   return xb && check(kn::f32_to_bf16(x, xb, n, stream_), "activation to bf16") ? xb : nullptr;
 }
 
+const kn::bf16_t* CudaDevice::matrix_bf16(const CudaWeight& w, kn::Stream stream) {
+  if (w.b16) return w.b16;
+  if (!w.stored_values) {
+    expect(false, "a product with a weight that has no matrix copy on the device");
+    return nullptr;
+  }
+  auto* b = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(w.rows * w.cols) * 2));
+  return b && check(kn::dequantize_fp8_block(w.stored, b, nullptr, stream), "dequantizing a stored weight") ? b : nullptr;
+}
+
+namespace {
+
+// Rows [first, first + n) of a stored FP8 weight, where `first` starts a block row.
+kn::QuantizedWeight stored_rows(const kn::QuantizedWeight& w, int64_t first, int64_t n) {
+  static constexpr int kScaleBytes[] = {1, 4, 2};  // E8M0, F32, BF16
+  kn::QuantizedWeight v = w;
+  v.values = w.values + first * w.cols;
+  v.scale = static_cast<const uint8_t*>(w.scale) + first / w.block_rows * w.scale_cols * kScaleBytes[static_cast<int>(w.scale_type)];
+  v.rows = n;
+  return v;
+}
+
+}  // namespace
+
+bool CudaDevice::native_products(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n,
+                                 int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool& ok) {
+  const kn::QuantizedWeight& q = w.stored;
+  if (wk != k || k != q.cols || w_off % k != 0 || (batch > 1 && w_stride != n * k)) return false;
+  for (int i = 0; i < batch; ++i) {
+    const int64_t first = w_off / k + i * n;
+    if (first % q.block_rows != 0 || first + n > q.rows ||
+        !kn::native_gemv_supported(stored_rows(q, first, n), kn::StoredFormat::kFp8Block, x + i * k, ldx))
+      return false;
+  }
+  ok = true;
+  for (int i = 0; ok && i < batch; ++i)
+    ok = check(
+        kn::native_gemv(x + i * k, rows, ldx, stored_rows(q, w_off / k + i * n, n), kn::StoredFormat::kFp8Block, c + i * n, ldc, stream_),
+        "native GEMV");
+  return true;
+}
+
 // gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values), on `lane`.
 bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off,
                            int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16) {
   const float one = 1.0f, zero = 0.0f;
+  const kn::bf16_t* wb = matrix_bf16(w, lane.stream);
+  if (!wb) return false;
   if (invariant_) {
     if (!expect(!c_bf16 && wk == k && (batch == 1 || w_stride == n * k), "GEMM: a bf16 output or strided weight in batch-invariant mode"))
       return false;
     // wgmma for products of many outputs (by the weight's shape alone: either kernel's sums are the
     // same for any rows), the mma.sync tiles for the rest, whose narrow column blocks spread a
     // decode step's few rows over more multiprocessors.
-    if (wgmma_ && n * batch >= kInvariantWgmmaOutputs && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, w.b16 + w_off, c))
-      return check(kn::tile_linear_wgmma(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, lane.stream), "tile product (wgmma)");
+    if (wgmma_ && n * batch >= kInvariantWgmmaOutputs && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, wb + w_off, c))
+      return check(kn::tile_linear_wgmma(xb, rows, k, ldx, wb + w_off, n, batch, c, ldc, lane.stream), "tile product (wgmma)");
     const int64_t part_floats = kn::tile_linear_scratch(rows, k, n, batch);
     auto* part = part_floats ? static_cast<float*>(temp(static_cast<size_t>(part_floats) * 4)) : nullptr;
     return (!part_floats || part) &&
-           check(kn::tile_linear(xb, rows, k, ldx, w.b16 + w_off, n, batch, c, ldc, part, lane.stream), "tile product");
+           check(kn::tile_linear(xb, rows, k, ldx, wb + w_off, n, batch, c, ldc, part, lane.stream), "tile product");
   }
   if (batch == 1)
-    return check_blas(cublasGemmEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k), &one,
-                                   w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
+    return check_blas(cublasGemmEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows), static_cast<int>(k),
+                                   &one, wb + w_off, CUDA_R_16BF, static_cast<int>(wk), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, c,
                                    c_bf16 ? CUDA_R_16BF : CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       "bf16 GEMM");
   return check_blas(cublasGemmStridedBatchedEx(lane.blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(rows),
-                                               static_cast<int>(k), &one, w.b16 + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride,
-                                               xb, CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, c_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                               static_cast<int>(k), &one, wb + w_off, CUDA_R_16BF, static_cast<int>(wk), w_stride, xb,
+                                               CUDA_R_16BF, static_cast<int>(ldx), k, &zero, c, c_bf16 ? CUDA_R_16BF : CUDA_R_32F,
                                                static_cast<int>(ldc), n, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                     "bf16 GEMM");
 }

@@ -56,6 +56,25 @@ Result<void> WeightStager::copy(void* dst, const void* src, size_t bytes, const 
   return ok();
 }
 
+kn::QuantizedWeight quantized_weight(const WeightSource& w, const void* values, const void* scale) {
+  kn::QuantizedWeight q;
+  q.values = static_cast<const uint8_t*>(values);
+  q.scale = scale;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  switch (w.scale.dtype) {
+    case DType::kF32: q.scale_type = kn::ScaleType::kF32; break;
+    case DType::kBF16: q.scale_type = kn::ScaleType::kBF16; break;
+    default: q.scale_type = kn::ScaleType::kE8M0; break;  // F8_E8M0 or U8 (validate_weight_source)
+  }
+  if (w.format == WeightFormat::kFp8Block) {
+    q.block_rows = w.block_rows;
+    q.block_cols = w.block_cols;
+    q.scale_cols = w.scale.shape.size() == 2 ? w.scale.shape[1] : 1;
+  }
+  return q;
+}
+
 Result<void> WeightStager::dequantize(const WeightSource& w, uint16_t* b16, float* f32) {
   const size_t value_bytes = w.values.nbytes, scale_at = (value_bytes + 255) / 256 * 256;
   const size_t need = scale_at + w.scale.nbytes;
@@ -71,21 +90,9 @@ Result<void> WeightStager::dequantize(const WeightSource& w, uint16_t* b16, floa
   auto* base = static_cast<uint8_t*>(stored_);
   DI_TRYV(copy(base, w.values.data, value_bytes, w.name));
   DI_TRYV(copy(base + scale_at, w.scale.data, w.scale.nbytes, w.name));
-  kn::QuantizedWeight q;
-  q.values = base;
-  q.scale = base + scale_at;
-  q.rows = w.rows;
-  q.cols = w.cols;
-  switch (w.scale.dtype) {
-    case DType::kF32: q.scale_type = kn::ScaleType::kF32; break;
-    case DType::kBF16: q.scale_type = kn::ScaleType::kBF16; break;
-    default: q.scale_type = kn::ScaleType::kE8M0; break;  // F8_E8M0 or U8 (validate_weight_source)
-  }
+  const kn::QuantizedWeight q = quantized_weight(w, base, base + scale_at);
   cudaError_t e;
   if (w.format == WeightFormat::kFp8Block) {
-    q.block_rows = w.block_rows;
-    q.block_cols = w.block_cols;
-    q.scale_cols = w.scale.shape.size() == 2 ? w.scale.shape[1] : 1;
     e = kn::dequantize_fp8_block(q, b16, f32, stream_);
   } else if (w.format == WeightFormat::kMxfp4) {
     e = kn::dequantize_mxfp4(q, b16, f32, stream_);

@@ -9,6 +9,9 @@
 
 namespace deepinfer {
 
+// The kernels' description of w's stored bytes (FP8 block or MXFP4) at `values` / `scale` on the device.
+kn::QuantizedWeight quantized_weight(const WeightSource& w, const void* values, const void* scale);
+
 class WeightStager {
  public:
   explicit WeightStager(kn::Stream s) : stream_(s) {}
