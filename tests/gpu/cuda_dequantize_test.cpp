@@ -273,8 +273,10 @@ TEST_F(CudaOps, NativeProductsMatchTheHostsDequantization) {
   };
   const std::vector<uint8_t> spread = {127, 0, 1, 120, 133, 140}, tiny = {0, 1, 2};
   const Fp8Case fp8_cases[] = {
-      {37, 272, 128, 128, DType::kF8E8M0, spread}, {300, 4096, 128, 128, DType::kF8E8M0, spread}, {130, 160, 1, 128, DType::kF32, spread},
-      {17, 320, 16, 64, DType::kBF16, spread},     {8, 256, 128, 128, DType::kF8E8M0, tiny},      {1, 16, 128, 128, DType::kF8E8M0, spread},
+      {37, 272, 128, 128, DType::kF8E8M0, spread},   {300, 4096, 128, 128, DType::kF8E8M0, spread},
+      {130, 160, 1, 128, DType::kF32, spread},       {17, 320, 16, 64, DType::kBF16, spread},
+      {8, 256, 128, 128, DType::kF8E8M0, tiny},      {1, 16, 128, 128, DType::kF8E8M0, spread},
+      {8464, 128, 128, 128, DType::kF8E8M0, spread},  // (enough outputs for the kernel's two-tile shape)
   };
   for (const Fp8Case& c : fp8_cases)
     for (int rows = 1; rows <= kernels::kNativeGemvMaxRows; ++rows)
@@ -282,7 +284,7 @@ TEST_F(CudaOps, NativeProductsMatchTheHostsDequantization) {
                     fmt::format("fp8 [{}, {}] blocks {}x{} scale {}, {} rows", c.rows, c.cols, c.block_rows, c.block_cols,
                                 dtype_name(c.scale), rows));
   const std::vector<uint8_t> fp4_spread = {127, 0, 1, 126, 130, 150};
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {33, 4096}, {257, 64}, {64, 2048}})
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {33, 4096}, {257, 64}, {64, 2048}, {8500, 64}})
     for (int rows = 1; rows <= kernels::kNativeGemvMaxRows; ++rows)
       check_product(product_mxfp4_weight(n, k, n == 64 ? tiny : fp4_spread, rng), rows, rng,
                     fmt::format("mxfp4 [{}, {}], {} rows", n, k, rows));
