@@ -71,7 +71,7 @@ __global__ void fp8_nan_codes_kernel(const uint4* v, int64_t chunks, const uint8
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint4 q = v[i];
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    for (uint32_t x : w) nan |= (((x & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;  // a byte's magnitude 0x7f carries into bit 7
+    for (uint32_t x : w) nan |= (e4m3_nan_marks(x) & 0x80808080u) != 0;
   }
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail_bytes) nan |= (tail[threadIdx.x] & 0x7fu) == 0x7fu;
   if (__syncthreads_or(nan) && threadIdx.x == 0) atomicOr(found, 1);

@@ -46,12 +46,12 @@ __device__ __forceinline__ void place_e4m3(uint32_t w, uint32_t& lo, uint32_t& h
   lo = ((w << 4) & 0x07f007f0u) | ((w << 8) & 0x80008000u);
   hi = ((w >> 4) & 0x07f007f0u) | (w & 0x80008000u);
 }
-// Whether any of the words holds an E4M3 NaN code ("fn": magnitude bits all set; + 1 carries into bit 7).
+// Whether any of the words holds an E4M3 NaN code.
 template <int N>
 __device__ __forceinline__ bool any_fp8_nan(const uint32_t (&w)[N]) {
   uint32_t carry = 0;
 #pragma unroll
-  for (int i = 0; i < N; ++i) carry |= (w[i] & 0x7f7f7f7fu) + 0x01010101u;
+  for (int i = 0; i < N; ++i) carry |= e4m3_nan_marks(w[i]);
   return (carry & 0x80808080u) != 0;
 }
 // The placed pairs of word w with each NaN byte's value replaced by a bf16 NaN.

@@ -29,6 +29,11 @@ __device__ __forceinline__ float e4m3_value(uint8_t v) {
   return (v >> 7) ? -mag : mag;
 }
 
+// Four E4M3 bytes of a word: bit 7 of each byte of the result is set where that byte is a NaN code
+// ("fn": 0x7f / 0xff, magnitude bits all set, which + 1 carries into bit 7). OR several words'
+// results before testing them against 0x80808080.
+__device__ __forceinline__ uint32_t e4m3_nan_marks(uint32_t word) { return (word & 0x7f7f7f7fu) + 0x01010101u; }
+
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
   constexpr float kValues[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const float v = kValues[code & 7u];
