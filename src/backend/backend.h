@@ -132,6 +132,9 @@ class Backend {
   virtual std::string name() const = 0;
   // How matrix weights are held: "f32", "bf16", ...
   virtual std::string weight_dtype() const { return "f32"; }
+  // Bytes of device memory allocated for weights since the backend was made (as stored: bf16 / fp32
+  // copies, or FP8 bytes and scales), or -1 where the backend does not count them.
+  virtual int64_t weight_bytes() const { return -1; }
 
   // --- weights
   virtual Result<std::unique_ptr<DeviceWeight>> upload(const WeightSource& w) = 0;

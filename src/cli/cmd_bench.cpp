@@ -625,13 +625,15 @@ Result<void> run_bench(const BenchArgs& a) {
   const double load_s = seconds_since(t_load);
   const ModelConfig& c = model->config();
   const ModelCost cost(c);
+  const std::string device_weights =
+      backend->weight_bytes() >= 0 ? ", " + gb(static_cast<double>(backend->weight_bytes())) + " GB on the device" : std::string();
 
   rep.line("## deepinfer bench");
   rep.blank();
   rep.line("- command: `%s`", command_line().c_str());
   rep.line("- date: %s", utc_now().c_str());
   rep.line("- backend: %s; model %s%s: %d layers (%s), hidden %d, %d heads x %d, %d experts top-%d (inter %d), vocab %d; "
-           "%s GB of weights as stored; built in %.2f s",
+           "%s GB of weights as the floors count them (bf16 matrices)%s; built in %.2f s",
            backend->name().c_str(), a.model.c_str(), a.dummy ? " (random weights)" : "", c.num_layers,
            [&] {
              std::string s;
@@ -644,7 +646,7 @@ Result<void> run_bench(const BenchArgs& a) {
            }()
                .c_str(),
            c.hidden_size, c.num_heads, c.head_dim, c.num_experts, c.experts_per_token, c.moe_intermediate_size, c.vocab_size,
-           gb(cost.stored_weight_bytes()).c_str(), load_s);
+           gb(cost.stored_weight_bytes()).c_str(), device_weights.c_str(), load_s);
 
   Bench bench(a, *backend, *model, rep);
   auto ceil = backend->measure_ceilings();

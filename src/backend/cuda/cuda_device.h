@@ -49,6 +49,7 @@ class CudaDevice : public Backend {
   Result<std::unique_ptr<DeviceWeight>> upload_stacked(const std::vector<WeightSource>& ws) override;
   Result<std::unique_ptr<DeviceWeight>> upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) override;
   Result<std::unique_ptr<DeviceWeight>> upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) override;
+  int64_t weight_bytes() const override { return weight_bytes_; }
   Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
                                                      uint64_t seed) override;
   Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) override;
@@ -212,6 +213,7 @@ class CudaDevice : public Backend {
   // but the row (no GEMV / cuBLAS / wgmma choice by row count, no splits by batch, no eager-only paths).
   bool invariant_ = false;
   bool native_ = false;            // uploads keep FP8 block-scaled matrices as stored (CudaWeight::stored)
+  int64_t weight_bytes_ = 0;       // device memory allocated for weights since the backend was made
   kn::Stream stream_;              // the stream of every op, with the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
@@ -258,6 +260,13 @@ class CudaDevice : public Backend {
   WeightStager& stager();
   Result<void> stage_weight(const WeightSource& w, uint16_t* b16, float* f32);
   Result<void> keep_stored(const WeightSource& w, CudaWeight& out);
+  // device_alloc for a weight's storage, counted in weight_bytes_.
+  template <class T>
+  Result<T*> weight_alloc(size_t count, const std::string& what) {
+    auto p = device_alloc<T>(count, what);
+    if (p) weight_bytes_ += static_cast<int64_t>(std::max<size_t>(count, 1) * sizeof(T));
+    return p;
+  }
   Result<void> note_nan_codes(CudaWeight& out, const std::string& what);
   void* take_scratch(int64_t n, bool zero);
   uint64_t generation() const;

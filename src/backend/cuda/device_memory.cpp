@@ -45,9 +45,9 @@ Result<void> CudaDevice::stage_weight(const WeightSource& w, uint16_t* b16, floa
 
 // An FP8 block-scaled matrix's stored bytes into out.stored (the native_weights option).
 Result<void> CudaDevice::keep_stored(const WeightSource& w, CudaWeight& out) {
-  DI_TRY(v, device_alloc_bytes(w.values.nbytes, w.name));
-  out.stored_values = static_cast<uint8_t*>(v);
-  DI_TRY(sc, device_alloc_bytes(w.scale.nbytes, w.name + " (block scales)"));
+  DI_TRY(v, weight_alloc<uint8_t>(w.values.nbytes, w.name));
+  out.stored_values = v;
+  DI_TRY(sc, weight_alloc<uint8_t>(w.scale.nbytes, w.name + " (block scales)"));
   out.stored_scale = sc;
   out.stored = quantized_weight(w, out.stored_values, out.stored_scale);
   DI_TRYV(stager().copy(out.stored_values, w.values.data, w.values.nbytes, w.name));
@@ -87,11 +87,11 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload(const WeightSource& w) 
     }
   }
   if (want_b16) {
-    DI_TRY(p, device_alloc<uint16_t>(n, w.name));
+    DI_TRY(p, weight_alloc<uint16_t>(n, w.name));
     out->b16 = p;
   }
   if (want_f32) {
-    DI_TRY(p, device_alloc<float>(n, w.name));
+    DI_TRY(p, weight_alloc<float>(n, w.name));
     out->f32 = p;
   }
   auto staged = out->b16 || out->f32 ? stage_weight(w, out->b16, out->f32) : ok();
@@ -113,10 +113,10 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_stacked(const std::vect
   out->cols = ws[0].cols;
   const size_t each = static_cast<size_t>(ws[0].numel());
   if (fp32_) {
-    DI_TRY(p, device_alloc<float>(each * ws.size(), ws[0].name));
+    DI_TRY(p, weight_alloc<float>(each * ws.size(), ws[0].name));
     out->f32 = p;
   } else {
-    DI_TRY(p, device_alloc<uint16_t>(each * ws.size(), ws[0].name));
+    DI_TRY(p, weight_alloc<uint16_t>(each * ws.size(), ws[0].name));
     out->b16 = p;
   }
   Result<void> staged = ok();
@@ -156,7 +156,7 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_ints(const std::vector<
   auto out = std::make_unique<CudaWeight>();
   out->rows = rows;
   out->cols = cols;
-  DI_TRY(p, device_alloc<int32_t>(v.size(), "int table"));
+  DI_TRY(p, weight_alloc<int32_t>(v.size(), "int table"));
   out->i32 = p;
   DI_TRYV(copy_to_device(out->i32, v.data(), v.size() * 4, "int table"));
   return std::unique_ptr<DeviceWeight>(std::move(out));
@@ -177,11 +177,11 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::random_weight(int64_t count, i
   const bool want_f32 = fp32_ || (count == 1 && (rows == 1 || n <= kSmallMatrix));
   const std::string what = fmt::format("a random {} x [{}, {}] weight", count, rows, cols);
   if (want_b16) {
-    DI_TRY(p, device_alloc<uint16_t>(static_cast<size_t>(n), what));
+    DI_TRY(p, weight_alloc<uint16_t>(static_cast<size_t>(n), what));
     out->b16 = p;
   }
   if (want_f32) {
-    DI_TRY(p, device_alloc<float>(static_cast<size_t>(n), what));
+    DI_TRY(p, weight_alloc<float>(static_cast<size_t>(n), what));
     out->f32 = p;
   }
   cudaError_t e = kn::fill_random(out->f32, out->b16, n, mean, stddev, seed, stream_);
