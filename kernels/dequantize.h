@@ -7,7 +7,10 @@
 
 namespace deepinfer::kernels {
 
+enum class StoredFormat : int32_t { kFp8Block, kMxfp4 };
 enum class ScaleType : int32_t { kE8M0, kF32, kBF16 };
+
+constexpr int64_t scale_bytes(ScaleType t) { return t == ScaleType::kE8M0 ? 1 : t == ScaleType::kF32 ? 4 : 2; }
 
 struct QuantizedWeight {
   const uint8_t* values = nullptr;  // fp8: rows x cols bytes; mxfp4: rows x cols / 2 (low nibble first)
@@ -21,6 +24,7 @@ struct QuantizedWeight {
 
 // Writes rows x cols values (row-major) into b16 and/or f32 (either may be null).
 cudaError_t dequantize_fp8_block(const QuantizedWeight& w, bf16_t* b16, float* f32, Stream s);
+// (MXFP4: w.values and the outputs 16-byte aligned.)
 cudaError_t dequantize_mxfp4(const QuantizedWeight& w, bf16_t* b16, float* f32, Stream s);
 // Sets *found (device memory, not cleared here) to 1 when any of the n E4M3 bytes at `values`
 // (16-byte aligned) is a NaN code (0x7f / 0xff): what QuantizedWeight::nan_free records.

@@ -2,6 +2,11 @@
 // gathers, the greedy argmax, the clamped SwiGLU; and the one-time device setup (prepare_device).
 #include "common.cuh"
 
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+
 namespace deepinfer::kernels {
 namespace {
 
@@ -31,6 +36,27 @@ __global__ void fill_random_kernel(float* __restrict__ f, __nv_bfloat16* __restr
     const float v = random_value(seed, static_cast<uint64_t>(i), mean, stddev);
     if (f) f[i] = v;
     if (b) b[i] = __float2bfloat16_rn(v);
+  }
+}
+
+// A thread per stored byte: one E4M3 value, or two E2M1 values (element 2i low, 2i + 1 high).
+__global__ void fill_random_stored_kernel(uint8_t* __restrict__ values, int64_t bytes, bool mxfp4, float mean, float stddev, uint64_t seed,
+                                          float inv_scale) {
+  pdl_begin();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes; i += stride) {
+    if (!mxfp4) {
+      values[i] = static_cast<uint8_t>(
+          __nv_cvt_float_to_fp8(random_value(seed, static_cast<uint64_t>(i), mean, stddev) * inv_scale, __NV_SATFINITE, __NV_E4M3));
+      continue;
+    }
+    uint32_t byte = 0;
+    for (int h = 0; h < 2; ++h) {
+      const float v = random_value(seed, static_cast<uint64_t>(2 * i + h), mean, stddev) * inv_scale, m = fabsf(v);
+      const uint32_t code = (m > 0.25f) + (m > 0.75f) + (m > 1.25f) + (m > 1.75f) + (m > 2.5f) + (m > 3.5f) + (m > 5.0f);
+      byte |= (code | (v < 0.0f ? 8u : 0u)) << (4 * h);
+    }
+    values[i] = static_cast<uint8_t>(byte);
   }
 }
 
@@ -214,6 +240,20 @@ cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float st
   if (n <= 0 || (!f32 && !b16)) return cudaSuccess;
   const unsigned b = blocks_for(n, 256);
   launch(fill_random_kernel, b > 8192 ? 8192 : b, 256, 0, s)(f32, reinterpret_cast<__nv_bfloat16*>(b16), n, mean, stddev, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_random_stored(uint8_t* values, uint8_t* scales, int64_t n_scales, bool mxfp4, int64_t n, float mean, float stddev,
+                               uint64_t seed, Stream s) {
+  if (n <= 0) return cudaSuccess;
+  if (!values || !scales || n_scales <= 0 || (mxfp4 && n % 2 != 0) || !(stddev >= 0.0f)) return cudaErrorInvalidValue;
+  const float amax = std::fabs(mean) + 1.7320508f * stddev, max = mxfp4 ? 6.0f : 448.0f;
+  const int e = amax > 0.0f ? std::clamp(static_cast<int>(std::ceil(std::log2(amax / max))), -127, 127) : 0;
+  cudaError_t err = cudaMemsetAsync(scales, 127 + e, static_cast<size_t>(n_scales), s.id);
+  if (err != cudaSuccess) return err;
+  const int64_t bytes = mxfp4 ? n / 2 : n;
+  const unsigned b = blocks_for(bytes, 256);
+  launch(fill_random_stored_kernel, b > 8192 ? 8192 : b, 256, 0, s)(values, bytes, mxfp4, mean, stddev, seed, std::ldexp(1.0f, -e));
   return cudaGetLastError();
 }
 

@@ -11,6 +11,12 @@ cudaError_t bf16_to_f32(const bf16_t* x, float* y, int64_t n, Stream s);
 // Element i = mean + stddev * u(seed, i), u uniform with unit variance (src/backend/random_fill.h
 // computes the same values on the host). Writes f32 and/or bf16 (either may be null).
 cudaError_t fill_random(float* f32, bf16_t* b16, int64_t n, float mean, float stddev, uint64_t seed, Stream s);
+// The same n values quantized as DeepSeek's checkpoints store them, with one power-of-two scale for the
+// whole fill (2^ceil(log2(amax / max)), amax = |mean| + sqrt(3) stddev, max 448 for E4M3 and 6 for
+// E2M1): E4M3 bytes (nearest, saturated) or E2M1 nibbles (nearest, ties down; low nibble first, n
+// even) into `values`, the scale's E8M0 code into each of the n_scales bytes at `scales`.
+cudaError_t fill_random_stored(uint8_t* values, uint8_t* scales, int64_t n_scales, bool mxfp4, int64_t n, float mean, float stddev,
+                               uint64_t seed, Stream s);
 // Keeps one multiprocessor busy for about `ns` nanoseconds (lets the host queue work ahead when
 // timing ops with events).
 cudaError_t spin(int64_t ns, Stream s);

@@ -311,7 +311,7 @@ __global__ void moe_combine_kernel(const T* __restrict__ y, const int32_t* __res
     if (c >= d / 4) return;
     float4 acc = reinterpret_cast<const float4*>(out + t * d)[c];
     for (int i = 0; i < top_k; ++i) {
-      const int32_t p = pos[t * top_k + i];
+      const int32_t p = pos ? pos[t * top_k + i] : static_cast<int32_t>(t * top_k + i);
       if (p < 0) continue;
       const float wt = weights[t * top_k + i];
       const float4 v = load4(y + static_cast<int64_t>(p) * d + 4 * c);
@@ -327,7 +327,7 @@ __global__ void moe_combine_kernel(const T* __restrict__ y, const int32_t* __res
   if (c < d) {
     float acc = out[t * d + c];
     for (int i = 0; i < top_k; ++i) {
-      const int32_t p = pos[t * top_k + i];
+      const int32_t p = pos ? pos[t * top_k + i] : static_cast<int32_t>(t * top_k + i);
       if (p >= 0) acc += static_cast<float>(y[static_cast<int64_t>(p) * d + c]) * weights[t * top_k + i];
     }
     out[t * d + c] = acc;

@@ -2,6 +2,7 @@
 // tile products, the weighted combine. Decode rows run on gemv.h's expert kernels instead.
 #pragma once
 
+#include "dequantize.h"
 #include "launch.h"
 
 namespace deepinfer::kernels {
@@ -62,13 +63,23 @@ cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf1
 // Down writes y in bf16 (half the bytes the combine reads; the tolerance of bf16 products holds).
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
                            int max_tiles, bf16_t* y, Stream s);
+// The two wgmma products with MXFP4 expert stacks (QuantizedWeight: one expert's matrix, the others
+// after it): the stored bytes decoded into the tensor cores' operands in shared memory. d and inter
+// multiples of 512 (a row's scales are copied 16 bytes at a time), 16-byte aligned stacks.
+bool moe_wgmma_fp4_supported(const QuantizedWeight& w1, const QuantizedWeight& w3, const QuantizedWeight& w2, int64_t d, int64_t inter);
+cudaError_t moe_gate_up_wgmma_fp4(const bf16_t* x, const int32_t* sources, const QuantizedWeight& w1, const QuantizedWeight& w3, int64_t d,
+                                  int64_t inter, float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h,
+                                  Stream s);
+cudaError_t moe_down_wgmma_fp4(const bf16_t* h, const QuantizedWeight& w2, int64_t inter, int64_t d, const int4* tiles,
+                               const int32_t* n_tiles, int max_tiles, bf16_t* y, Stream s);
 // fp32 weights and activations (the backend's fp32 reference mode): same contracts, h fp32.
 cudaError_t moe_gather_f32(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, float* xperm, Stream s);
 cudaError_t moe_gate_up_f32(const float* xperm, const float* w1, const float* w3, int64_t d, int64_t inter, float limit,
                             const int4* tiles, const int32_t* n_tiles, int max_tiles, float* h, Stream s);
 cudaError_t moe_down_f32(const float* h, const float* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
                          int max_tiles, float* y, Stream s);
-// out[t] += Σ_i weights[t, i] * y[pos[t * top_k + i]]
+// out[t] += Σ_i weights[t, i] * y[pos[t * top_k + i]] in i order (pos null: y[t * top_k + i]; a negative
+// position: no term)
 cudaError_t moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,
                         float* out, Stream s);
 cudaError_t moe_combine(const bf16_t* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d,

@@ -10,7 +10,14 @@
 // and the same 64 of w3, so each thread holds the gate and up values of its outputs and writes the
 // clamped SwiGLU in bf16. Down: 128 rows of w2, fp32 out. Gate/up takes its rows from the unpermuted
 // input through `sources` (row r of the tile is input row sources[r]), so no gathered copy is written.
+//
+// MXFP4 experts (kFp4, the native_weights option): cp.async brings each K slice's stored bytes (128
+// rows x 32 bytes) and, every 8 slices, the rows' E8M0 scales for them into staging buffers; the
+// threads turn a landed slice into the swizzled bf16 operand (value x scale, exact but where it falls
+// below bf16's range: rounded as the host's dequantization does) while the tensor cores multiply the
+// slice before it. The weights' bytes read from memory are a quarter of bf16's.
 #include "common.cuh"
+#include "stored_formats.cuh"
 #include "tile_linear.h"
 #include "wgmma.cuh"
 
@@ -24,6 +31,17 @@ static_assert(kMoeBigTileRows == 128, "a tile is two warpgroups of 64 rows");
 constexpr uint32_t kOperandBytes = 128 * 128;  // 128 rows x 64 bf16, swizzled
 constexpr uint32_t kStageBytes = 2 * kOperandBytes;
 constexpr size_t kSmemBytes = 1024 /* alignment */ + kStages * kStageBytes;
+// kFp4: two slices' stored bytes (128 rows x 32) and two groups of 8 slices' scales (128 rows x 16)
+constexpr uint32_t kFp4SliceBytes = 128 * 32, kFp4ScaleBytes = 128 * 16;
+constexpr int kFp4ScaleSlices = 8;
+constexpr size_t kFp4SmemBytes = kSmemBytes + 2 * kFp4SliceBytes + 2 * kFp4ScaleBytes;
+
+// A stack of MXFP4 matrices (kFp4): expert e's row r at values + (e n + r) k / 2 (low nibble first),
+// its E8M0 scales at scales + (e n + r) k / 32.
+struct Fp4Stack {
+  const uint8_t* values = nullptr;
+  const uint8_t* scales = nullptr;
+};
 
 #if defined(DI_WGMMA)
 // d (64 x 128, fp32) += A (64 x 16) B^T (16 x 128); A and B K-major in shared memory (descriptors).
@@ -54,11 +72,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, 
 // sources (or null: row r is x's row r) maps the tiles' rows to x's. A dense product (tiles null,
 // batch-invariant mode): tile blockIdx.y is rows 128 y .. of dense_rows, group blockIdx.z reads x + z k
 // and weight z, writes out + z n (fp32 or bf16); rows of x are ldx apart, of out ldo.
-template <bool kSwiglu, typename Out = __nv_bfloat16>
+template <bool kSwiglu, typename Out = __nv_bfloat16, bool kFp4 = false>
 __global__ void __launch_bounds__(kThreads, 2)
     moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
                      const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit, const int4* __restrict__ tiles,
-                     const int32_t* __restrict__ n_tiles, Out* __restrict__ h, int64_t dense_rows, int64_t ldx, int64_t ldo) {
+                     const int32_t* __restrict__ n_tiles, Out* __restrict__ h, int64_t dense_rows, int64_t ldx, int64_t ldo, Fp4Stack q,
+                     Fp4Stack q_up) {
   pdl_begin();
 #if defined(DI_WGMMA)
   if (tiles && static_cast<int>(blockIdx.y) >= *n_tiles) return;
@@ -99,7 +118,21 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t row = row0 + (a_live[u] ? r : 0);
     a_src[u] = x + (sources ? sources[row] : row) * ldx + 8 * chunk;
     const int64_t wrow = kSwiglu ? c0 + (r & 63) : c0 + r;
-    b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * k + 8 * chunk;
+    if constexpr (!kFp4) b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * k + 8 * chunk;
+  }
+  // kFp4: this thread copies half (16 bytes) of weight row tid / 2's slice, and (tid < 128) row tid's
+  // scales; it turns the bytes it copied into bf16.
+  unsigned char* fp4_slices = stages + kStages * kStageBytes;   // [2][128 rows x 32 bytes]
+  unsigned char* fp4_scales = fp4_slices + 2 * kFp4SliceBytes;  // [2][128 rows x 16 bytes]
+  const int fp4_row = tid >> 1, fp4_half = tid & 1;
+  const uint8_t* fp4_src = nullptr;
+  const uint8_t* fp4_scale_src = nullptr;
+  if constexpr (kFp4) {
+    const auto row_of = [&](int r) { return e * n + (kSwiglu ? c0 + (r & 63) : c0 + r); };
+    const Fp4Stack& mv = kSwiglu && fp4_row >= 64 ? q_up : q;
+    fp4_src = mv.values + row_of(fp4_row) * (k / 2) + 16 * fp4_half;
+    const Fp4Stack& ms = kSwiglu && tid >= 64 ? q_up : q;
+    if (tid < 128) fp4_scale_src = ms.scales + row_of(tid) * (k / 32);
   }
   auto issue = [&](int64_t kt) {  // K slice kt into its stage buffer
     unsigned char* a_dst = stages + (kt % kStages) * kStageBytes;
@@ -108,7 +141,25 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int u = 0; u < 4; ++u) {
       const int r = (tid >> 3) + 32 * u;
       cp_async16(a_dst + swizzle128(r, chunk), a_src[u] + kt * kK, a_live[u]);
-      cp_async16(b_dst + swizzle128(r, chunk), b_src[u] + kt * kK, true);
+      if constexpr (!kFp4) cp_async16(b_dst + swizzle128(r, chunk), b_src[u] + kt * kK, true);
+    }
+    if constexpr (kFp4) {
+      cp_async16(fp4_slices + (kt & 1) * kFp4SliceBytes + fp4_row * 32 + 16 * fp4_half, fp4_src + kt * (kK / 2), true);
+      if (kt % kFp4ScaleSlices == 0 && tid < 128)
+        cp_async16(fp4_scales + ((kt / kFp4ScaleSlices) & 1) * kFp4ScaleBytes + tid * 16, fp4_scale_src + kt * (kK / 32), true);
+    }
+  };
+  // kFp4: slice kt's stored bytes (landed) into its stage's B operand, 32 values of row fp4_row.
+  auto decode = [&](int64_t kt) {
+    const uint4 v = *reinterpret_cast<const uint4*>(fp4_slices + (kt & 1) * kFp4SliceBytes + fp4_row * 32 + 16 * fp4_half);
+    const uint8_t scale = fp4_scales[((kt / kFp4ScaleSlices) & 1) * kFp4ScaleBytes + fp4_row * 16 + (kt % kFp4ScaleSlices) * 2 + fp4_half];
+    unsigned char* b_dst = stages + (kt % kStages) * kStageBytes + kOperandBytes;
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // a word: 8 values, one 16-byte chunk of the operand row
+      uint32_t packed[4];
+      e2m1x8_to_bf16(words[j], scale, packed);
+      *reinterpret_cast<uint4*>(b_dst + swizzle128(fp4_row, 4 * fp4_half + j)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
   };
 
@@ -121,12 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  for (int64_t kt = 0; kt < nk; ++kt) {
-    cp_async_wait<kStages - 2>();  // slice kt has landed (this thread's copies)
-    fence_proxy_async();
-    __syncthreads();  // ... everyone's; and every product of slice kt - 1 is done (its buffer is free)
-    if (kt + kStages - 1 < nk) issue(kt + kStages - 1);
-    cp_async_commit();
+  const auto multiply = [&](int64_t kt) {  // acc += slice kt's product, left in flight
     const uint32_t a_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + wg * (kOperandBytes / 2);
     const uint32_t b_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + kOperandBytes;
     fence_operands(acc);
@@ -135,8 +181,42 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int ks = 0; ks < kK / 16; ++ks)
       wgmma_m64n128k16_ss(acc, smem_desc(a_addr + ks * 32, 16, 1024), smem_desc(b_addr + ks * 32, 16, 1024));
     wgmma_commit();
-    wgmma_wait<0>();  // (left in flight across the back edge, ptxas serializes every product)
-    fence_operands(acc);
+  };
+  if constexpr (kFp4) {
+    // Slice kt + 1 is decoded while the tensor cores multiply slice kt (B operands of the two in
+    // different stage buffers); slice kt + 2's copies are in flight meanwhile.
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    decode(0);
+    fence_proxy_async();  // (the tensor cores read what the threads wrote)
+    __syncthreads();
+    for (int64_t kt = 0; kt < nk; ++kt) {
+      // (slice kt - 1's buffers are free: its product ended before the last barrier; slice kt's
+      // staging buffer was decoded before it)
+      if (kt + kStages - 1 < nk) issue(kt + kStages - 1);
+      cp_async_commit();
+      multiply(kt);
+      if (kt + 1 < nk) {
+        cp_async_wait<kStages - 2>();  // slice kt + 1 has landed (this thread's copies) ...
+        __syncthreads();               // ... everyone's
+        decode(kt + 1);
+      }
+      wgmma_wait<0>();
+      fence_operands(acc);
+      fence_proxy_async();
+      __syncthreads();  // slice kt + 1's operands are visible; every product of slice kt is done
+    }
+  } else {
+    for (int64_t kt = 0; kt < nk; ++kt) {
+      cp_async_wait<kStages - 2>();  // slice kt has landed (this thread's copies)
+      fence_proxy_async();
+      __syncthreads();  // ... everyone's; and every product of slice kt - 1 is done (its buffer is free)
+      if (kt + kStages - 1 < nk) issue(kt + kStages - 1);
+      cp_async_commit();
+      multiply(kt);
+      wgmma_wait<0>();  // (left in flight across the back edge, ptxas serializes every product)
+      fence_operands(acc);
+    }
   }
 
   // acc[4 i + {0, 1, 2, 3}]: rows 64 wg + 16 warp + g (+ 8 for 2, 3), columns 8 i + 2 t4 (+ 1 for 1, 3)
@@ -190,7 +270,29 @@ cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16
     return cudaErrorInvalidValue;
   launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w),
-      reinterpret_cast<const __nv_bfloat16*>(w_up), k, n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n);
+      reinterpret_cast<const __nv_bfloat16*>(w_up), k, n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n,
+      Fp4Stack{}, Fp4Stack{});
+  return cudaGetLastError();
+}
+
+Fp4Stack fp4_stack(const QuantizedWeight& w) { return Fp4Stack{w.values, static_cast<const uint8_t*>(w.scale)}; }
+
+bool fp4_fits(const QuantizedWeight& w, int64_t rows, int64_t k) {
+  return w.values && w.scale && w.rows == rows && w.cols == k && w.scale_type == ScaleType::kE8M0 && k % (kK * kFp4ScaleSlices) == 0 &&
+         aligned16(w.values) && aligned16(w.scale);
+}
+
+template <bool kSwiglu>
+cudaError_t launch_moe_wgmma_fp4(const bf16_t* x, const int32_t* sources, const QuantizedWeight& w, const QuantizedWeight* w_up, int64_t k,
+                                 int64_t n, float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s) {
+  if (max_tiles <= 0) return cudaSuccess;
+  constexpr int per_block = kSwiglu ? kCols / 2 : kCols;
+  if (n % per_block != 0 || max_tiles > 65535 || !aligned16(x) || !fp4_fits(w, n, k) || (kSwiglu && !fp4_fits(*w_up, n, k)))
+    return cudaErrorInvalidValue;
+  launch(moe_wgmma_kernel<kSwiglu, __nv_bfloat16, true>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)),
+         kThreads, kFp4SmemBytes, s)(reinterpret_cast<const __nv_bfloat16*>(x), sources, nullptr, nullptr, k, n, limit, tiles, n_tiles,
+                                     reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n, fp4_stack(w),
+                                     kSwiglu ? fp4_stack(*w_up) : Fp4Stack{});
   return cudaGetLastError();
 }
 
@@ -199,6 +301,8 @@ cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16
 cudaError_t prepare_moe_wgmma(size_t device_max) {
   cudaError_t e = allow_smem<moe_wgmma_kernel<true>>(kSmemBytes, device_max);
   if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<true, __nv_bfloat16, true>>(kFp4SmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false, __nv_bfloat16, true>>(kFp4SmemBytes, device_max);
   return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false, float>>(kSmemBytes, device_max) : e;
 }
 
@@ -215,7 +319,8 @@ cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const b
     return cudaErrorInvalidValue;
   launch(moe_wgmma_kernel<true>, dim3(static_cast<unsigned>(inter / (kCols / 2)), static_cast<unsigned>(tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w1),
-      reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, nullptr, nullptr, reinterpret_cast<__nv_bfloat16*>(h), rows, d, inter);
+      reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, nullptr, nullptr, reinterpret_cast<__nv_bfloat16*>(h), rows, d, inter,
+      Fp4Stack{}, Fp4Stack{});
   return cudaGetLastError();
 }
 
@@ -227,7 +332,7 @@ cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t 
   launch(moe_wgmma_kernel<false, float>,
          dim3(static_cast<unsigned>(n / kCols), static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), kThreads, kSmemBytes,
          s)(reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w), nullptr, k, n, 0.0f, nullptr,
-            nullptr, y, rows, ldx, ldy);
+            nullptr, y, rows, ldx, ldy, Fp4Stack{}, Fp4Stack{});
   return cudaGetLastError();
 }
 
@@ -239,6 +344,21 @@ cudaError_t moe_gate_up_wgmma(const bf16_t* x, const int32_t* sources, const bf1
 cudaError_t moe_down_wgmma(const bf16_t* h, const bf16_t* w2, int64_t inter, int64_t d, const int4* tiles, const int32_t* n_tiles,
                            int max_tiles, bf16_t* y, Stream s) {
   return launch_moe_wgmma<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y, s);
+}
+
+bool moe_wgmma_fp4_supported(const QuantizedWeight& w1, const QuantizedWeight& w3, const QuantizedWeight& w2, int64_t d, int64_t inter) {
+  return d % kCols == 0 && inter % kCols == 0 && fp4_fits(w1, inter, d) && fp4_fits(w3, inter, d) && fp4_fits(w2, d, inter);
+}
+
+cudaError_t moe_gate_up_wgmma_fp4(const bf16_t* x, const int32_t* sources, const QuantizedWeight& w1, const QuantizedWeight& w3, int64_t d,
+                                  int64_t inter, float limit, const int4* tiles, const int32_t* n_tiles, int max_tiles, bf16_t* h,
+                                  Stream s) {
+  return launch_moe_wgmma_fp4<true>(x, sources, w1, &w3, d, inter, limit, tiles, n_tiles, max_tiles, h, s);
+}
+
+cudaError_t moe_down_wgmma_fp4(const bf16_t* h, const QuantizedWeight& w2, int64_t inter, int64_t d, const int4* tiles,
+                               const int32_t* n_tiles, int max_tiles, bf16_t* y, Stream s) {
+  return launch_moe_wgmma_fp4<false>(h, nullptr, w2, nullptr, inter, d, 0.0f, tiles, n_tiles, max_tiles, y, s);
 }
 
 }  // namespace deepinfer::kernels

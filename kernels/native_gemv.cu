@@ -34,12 +34,6 @@ inline constexpr int kChunkValues = F == StoredFormat::kFp8Block ? 16 : 32;  // 
 constexpr uint32_t kRebiasE4m3 = 0x7b807b80u;  // bf16x2 2^120, 2^120
 constexpr uint32_t kRebiasE2m1 = 0x7e807e80u;  // bf16x2 2^126, 2^126
 
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
 // Four E4M3 bytes b0..b3 of word w as bf16 pairs (b0, b2) and (b1, b3), placed: bf16 bits
 // sign << 15 | magnitude << 4, i.e. the value times 2^-120.
 __device__ __forceinline__ void place_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
@@ -76,7 +70,7 @@ __device__ __forceinline__ uint32_t place_e2m1(uint32_t w) {
 // values are first multiplied by 2^126; 2^-127 is a bf16 subnormal, 0xff NaN).
 template <bool kOne>
 __device__ __forceinline__ uint32_t e8m0_factor(uint32_t s) {
-  const uint32_t b = kOne ? (s + 126u) << 7 : s == 0xffu ? 0x7fc0u : s == 0 ? 0x0040u : s << 7;
+  const uint32_t b = kOne ? (s + 126u) << 7 : e8m0_as_bf16(s);
   return b | (b << 16);
 }
 // A lane's activations for one chunk: x[c0 .. c0 + V) of its row as bf16 pairs, in the order its
@@ -155,27 +149,75 @@ __device__ __forceinline__ void add_fp4_chunk(uint4 qa, uint4 qb, uint32_t sa, u
   }
 }
 
-// A scale of FP8 block scales stored as S (the kernels are compiled per type: no switch in the loop).
-template <ScaleType S>
-__device__ __forceinline__ float block_scale(const void* scale, int64_t i) {
-  if constexpr (S == ScaleType::kE8M0) return e8m0_value(static_cast<const uint8_t*>(scale)[i]);
-  if constexpr (S == ScaleType::kF32) return static_cast<const float*>(scale)[i];
-  return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(scale)[i]) << 16);
+// Several matrices of a stack in one launch. Routed experts (native_expert_gemv): pair p < pairs is
+// (activation row p / k, expert experts[p], output row p); per pair, blockIdx.y is a pair, whose expert
+// the block reads; by expert, blockIdx.y is an expert, whose pairs the block takes up to 8 at a time
+// as the B columns (the expert's bytes read once per 8 pairs instead of once per pair). Groups
+// (native_grouped_gemv): blockIdx.y is group y, matrix y of the stack for activations and outputs
+// group_x and group_out floats on.
+constexpr int kMaxExpertPairs = 512;  // by expert: the most pairs (so the most of one expert)
+
+struct ExpertPick {
+  enum Mode { kOne, kPerPair, kByExpert, kGroups } mode = kOne;
+  const int32_t* experts = nullptr;
+  int k = 1;
+  int64_t n_exp = 0;
+  int pairs = 0;
+  int64_t group_x = 0, group_out = 0;
+};
+
+// Expert e's matrix of a stack of n_exp matrices of w.rows x w.cols stored one after the other (values,
+// then scales likewise); false for an id outside [0, n_exp).
+template <StoredFormat F, ScaleType S>
+__device__ __forceinline__ bool pick_expert(QuantizedWeight& w, int64_t e, int64_t n_exp) {
+  if (e < 0 || e >= n_exp) return false;
+  if constexpr (F == StoredFormat::kMxfp4) {
+    w.values += e * w.rows * (w.cols / 2);
+    w.scale = static_cast<const uint8_t*>(w.scale) + e * w.rows * (w.cols / 32);
+  } else {
+    w.values += e * w.rows * w.cols;
+    w.scale = static_cast<const uint8_t*>(w.scale) + e * ((w.rows + w.block_rows - 1) / w.block_rows) * w.scale_cols * scale_bytes(S);
+  }
+  return true;
 }
 
-// grid: one block per kTiles x 16 outputs. Lane (g, t) of warp v reads chunks 4 s + t of rows
+// grid.x: one block per kTiles x 16 outputs (grid.y: native_expert_gemv's pairs). Lane (g, t) of warp v reads chunks 4 s + t of rows
 // o0 + 16 m + g and o0 + 16 m + g + 8 (m < kTiles) for the steps s of the warp's share of the columns;
-// B column g is activation row g (< rows, else zero), shared by the warp's tiles. S: the FP8 block
-// scales' type (MXFP4: E8M0).
+// B column g is activation row g (< rows, else zero; by expert: the round's pair g), shared by the
+// warp's tiles. S: the FP8 block scales' type (MXFP4: E8M0).
 template <StoredFormat F, ScaleType S, int kTiles, int kWarps, bool kNanTest>
-__global__ void __launch_bounds__(kWarps * 32)
-    native_gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, QuantizedWeight w, float* __restrict__ out, int64_t ldo) {
+__global__ void __launch_bounds__(kWarps * 32) native_gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, QuantizedWeight w,
+                                                                  float* __restrict__ out, int64_t ldo, ExpertPick pick) {
   constexpr int V = kChunkValues<F>, kRows = 2 * kTiles, kUnroll = 2 / kTiles;  // a lane's weight rows; steps a round
   constexpr bool kFp8 = F == StoredFormat::kFp8Block;
   __shared__ float red[kWarps][16 * kTiles][8];
+  __shared__ int group[kMaxExpertPairs], window[kWarps];  // by expert: the pairs that chose it; a scan window's counts
   pdl_begin();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * 16 * kTiles;
+  if (pick.mode == ExpertPick::kByExpert) {
+    if (!pick_expert<F, S>(w, blockIdx.y, pick.n_exp)) {  // the last row of blocks: zeros for the pairs of no expert
+      for (int i = threadIdx.x; i < pick.pairs * 16 * kTiles; i += kWarps * 32) {
+        const int p = i / (16 * kTiles), o = i % (16 * kTiles);
+        const int32_t e = __ldg(pick.experts + p);
+        if ((e < 0 || e >= pick.n_exp) && o0 + o < w.rows) out[p * ldo + o0 + o] = 0.0f;
+      }
+      return;
+    }
+  } else if (pick.mode == ExpertPick::kGroups) {
+    x += blockIdx.y * pick.group_x;
+    out += blockIdx.y * pick.group_out;
+    pick_expert<F, S>(w, blockIdx.y, gridDim.y);
+  } else if (pick.mode == ExpertPick::kPerPair) {
+    const int64_t p = blockIdx.y;
+    x += p / pick.k * ldx;
+    out += p * ldo;
+    if (!pick_expert<F, S>(w, __ldg(pick.experts + p), pick.n_exp)) {  // no such expert: zeros
+      for (int i = threadIdx.x; i < 16 * kTiles; i += kWarps * 32)
+        if (o0 + i < w.rows) out[o0 + i] = 0.0f;
+      return;
+    }
+  }
   const int chunks = static_cast<int>(w.cols / V), steps = (chunks + 3) / 4, per_warp = (steps + kWarps - 1) / kWarps;
   const int s_begin = warp * per_warp, s_end = min(steps, s_begin + per_warp);
   // FP8: a step's scale column is its first chunk / (chunks per block column), a shift when that is a power of two.
@@ -191,106 +233,155 @@ __global__ void __launch_bounds__(kWarps * 32)
     fp4_scale[j] = static_cast<const uint8_t*>(w.scale) + o * chunks + 4 * s_begin + t;
     fp8_scale[j] = kFp8 ? (o / w.block_rows) * w.scale_cols : 0;
   }
-  const float* xr = x + (g < rows ? g : 0) * ldx + static_cast<int64_t>(4 * s_begin + t) * V;
-  const bool x_in = g < rows;
-  float acc[kTiles][4] = {};
-  // A round: kUnroll steps' bytes and scales (FP8: values; MXFP4: E8M0 codes), loaded one round ahead.
-  struct Round {
-    uint4 q[kUnroll][kRows];
-    float f[kUnroll][kRows];
-  };
-  const auto load_round = [&](Round& r, int s0) {
-    const int d = 4 * (s0 - s_begin);  // chunks past the pointers
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool step_in = s0 + u < s_end, in = step_in && 4 * (s0 + u) + t < chunks;
-      const int sc = kFp8 ? (shift >= 0 ? (4 * (s0 + u)) >> shift : 4 * (s0 + u) / per_block) : 0;
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) {
-        r.q[u][j] = in ? load_stream(row[j] + d + 4 * u) : make_uint4(0, 0, 0, 0);
-        if constexpr (kFp8)
-          r.f[u][j] = step_in ? block_scale<S>(w.scale, fp8_scale[j] + sc) : 0.0f;  // (scales the whole step's sums of row j)
-        else
-          r.f[u][j] = in ? __uint_as_float(fp4_scale[j][d + 4 * u]) : 0.0f;
-      }
+  // By expert: all threads find the pairs that chose this expert (in pair order, a window of one
+  // pair per thread at a time), then the rounds take them 8 at a time.
+  int round = 0, picked = 0;
+  const bool by_expert = pick.mode == ExpertPick::kByExpert;
+  if (by_expert) {
+    for (int base = 0; base < pick.pairs; base += kWarps * 32) {
+      const int p = base + static_cast<int>(threadIdx.x);
+      const bool mine = p < pick.pairs && __ldg(pick.experts + p) == static_cast<int32_t>(blockIdx.y);
+      const uint32_t mask = __ballot_sync(kFull, mine);
+      if (lane == 0) window[warp] = __popc(mask);
+      __syncthreads();
+      int at = picked;
+      for (int v = 0; v < warp; ++v) at += window[v];
+      if (mine) group[at + __popc(mask & ((1u << lane) - 1u))] = p;
+      for (int v = 0; v < kWarps; ++v) picked += window[v];
+      __syncthreads();
     }
-  };
-  const auto add_round = [&](const Round& r, int s0) {
-    const int d = 4 * (s0 - s_begin);
+  }
+  for (;;) {  // (one round, but by expert: a round per 8 of the expert's pairs)
+    if (by_expert) {
+      rows = min(8, picked - 8 * round);
+      if (rows <= 0) return;
+    }
+    const int64_t x_row = g < rows ? (by_expert ? group[8 * round + g] / pick.k : g) : 0;
+    const float* xr = x + x_row * ldx + static_cast<int64_t>(4 * s_begin + t) * V;
+    const bool x_in = g < rows;
+    float acc[kTiles][4] = {};
+    // A round: kUnroll steps' bytes and scales (FP8: values; MXFP4: E8M0 codes), loaded one round ahead.
+    struct Round {
+      uint4 q[kUnroll][kRows];
+      float f[kUnroll][kRows];
+    };
+    const auto load_round = [&](Round& r, int s0) {
+      const int d = 4 * (s0 - s_begin);  // chunks past the pointers
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (s0 + u >= s_end) break;  // warp-uniform
-      uint32_t b[V / 2];
-      load_x<F>(xr + (d + 4 * u) * V, x_in && 4 * (s0 + u) + t < chunks, b);
-      if constexpr (kFp8) {
+      for (int u = 0; u < kUnroll; ++u) {
+        const bool step_in = s0 + u < s_end, in = step_in && 4 * (s0 + u) + t < chunks;
+        const int sc = kFp8 ? (shift >= 0 ? (4 * (s0 + u)) >> shift : 4 * (s0 + u) / per_block) : 0;
 #pragma unroll
-        for (int m = 0; m < kTiles; ++m)
-          add_fp8_chunk<kNanTest>(r.q[u][2 * m], r.q[u][2 * m + 1], r.f[u][2 * m], r.f[u][2 * m + 1], b, acc[m]);
-      } else {
-        bool large = false;  // a scale code above 128 in the warp's chunks of this step: two multiplies
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) large |= __float_as_uint(r.f[u][j]) > 128u;
-        if (__any_sync(kFull, large)) {
-#pragma unroll
-          for (int m = 0; m < kTiles; ++m)
-            add_fp4_chunk<false>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
-                                 acc[m]);
-        } else {
-#pragma unroll
-          for (int m = 0; m < kTiles; ++m)
-            add_fp4_chunk<true>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
-                                acc[m]);
+        for (int j = 0; j < kRows; ++j) {
+          r.q[u][j] = in ? load_stream(row[j] + d + 4 * u) : make_uint4(0, 0, 0, 0);
+          if constexpr (kFp8)
+            r.f[u][j] = step_in ? block_scale<S>(w.scale, fp8_scale[j] + sc) : 0.0f;  // (scales the whole step's sums of row j)
+          else
+            r.f[u][j] = in ? __uint_as_float(fp4_scale[j][d + 4 * u]) : 0.0f;
         }
       }
-    }
-  };
-  Round ra, rb;  // ping-pong: one round decodes while the next one's loads are in flight
-  load_round(ra, s_begin);
-  for (int s0 = s_begin; s0 < s_end; s0 += 2 * kUnroll) {
-    load_round(rb, s0 + kUnroll);
-    add_round(ra, s0);
-    load_round(ra, s0 + 2 * kUnroll);
-    add_round(rb, s0 + kUnroll);
-  }
+    };
+    const auto add_round = [&](const Round& r, int s0) {
+      const int d = 4 * (s0 - s_begin);
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) {
-    red[warp][16 * m + g][2 * t] = acc[m][0];
-    red[warp][16 * m + g][2 * t + 1] = acc[m][1];
-    red[warp][16 * m + g + 8][2 * t] = acc[m][2];
-    red[warp][16 * m + g + 8][2 * t + 1] = acc[m][3];
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < 16 * kTiles * 8; i += kWarps * 32) {
-    const int o = i % (16 * kTiles), r = i / (16 * kTiles);
-    if (r < rows && o0 + o < w.rows) {
-      float v = red[0][o][r];
+      for (int u = 0; u < kUnroll; ++u) {
+        if (s0 + u >= s_end) break;  // warp-uniform
+        uint32_t b[V / 2];
+        load_x<F>(xr + (d + 4 * u) * V, x_in && 4 * (s0 + u) + t < chunks, b);
+        if constexpr (kFp8) {
 #pragma unroll
-      for (int k = 1; k < kWarps; ++k) v += red[k][o][r];
-      out[r * ldo + o0 + o] = v;
+          for (int m = 0; m < kTiles; ++m)
+            add_fp8_chunk<kNanTest>(r.q[u][2 * m], r.q[u][2 * m + 1], r.f[u][2 * m], r.f[u][2 * m + 1], b, acc[m]);
+        } else {
+          bool large = false;  // a scale code above 128 in the warp's chunks of this step: two multiplies
+#pragma unroll
+          for (int j = 0; j < kRows; ++j) large |= __float_as_uint(r.f[u][j]) > 128u;
+          if (__any_sync(kFull, large)) {
+#pragma unroll
+            for (int m = 0; m < kTiles; ++m)
+              add_fp4_chunk<false>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
+                                   acc[m]);
+          } else {
+#pragma unroll
+            for (int m = 0; m < kTiles; ++m)
+              add_fp4_chunk<true>(r.q[u][2 * m], r.q[u][2 * m + 1], __float_as_uint(r.f[u][2 * m]), __float_as_uint(r.f[u][2 * m + 1]), b,
+                                  acc[m]);
+          }
+        }
+      }
+    };
+    Round ra, rb;  // ping-pong: one round decodes while the next one's loads are in flight
+    load_round(ra, s_begin);
+    for (int s0 = s_begin; s0 < s_end; s0 += 2 * kUnroll) {
+      load_round(rb, s0 + kUnroll);
+      add_round(ra, s0);
+      load_round(ra, s0 + 2 * kUnroll);
+      add_round(rb, s0 + kUnroll);
     }
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) {
+      red[warp][16 * m + g][2 * t] = acc[m][0];
+      red[warp][16 * m + g][2 * t + 1] = acc[m][1];
+      red[warp][16 * m + g + 8][2 * t] = acc[m][2];
+      red[warp][16 * m + g + 8][2 * t + 1] = acc[m][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * kTiles * 8; i += kWarps * 32) {
+      const int o = i % (16 * kTiles), r = i / (16 * kTiles);
+      if (r < rows && o0 + o < w.rows) {
+        float v = red[0][o][r];
+#pragma unroll
+        for (int k = 1; k < kWarps; ++k) v += red[k][o][r];
+        out[(by_expert ? group[8 * round + r] : r) * ldo + o0 + o] = v;
+      }
+    }
+    if (!by_expert) return;
+    ++round;
+    __syncthreads();  // (red is rewritten by the next round)
   }
 }
 
 // Block shapes by the number of outputs (measured on an H200, tools/bench/native_gemv_bench): two
 // tiles a warp and 8 warps a block where there are outputs enough for ~2 blocks a multiprocessor;
 // one tile and 8 warps down to ~1.5 blocks a multiprocessor; below that one tile and 16 warps (more
-// column shares, so that fewer outputs still fill the GPU).
+// column shares, so that fewer outputs still fill the GPU). (Splitting a tile's columns over a
+// cluster of blocks instead, summed through distributed shared memory, measured 1.5-2.5x slower below
+// 4096 outputs.)
 constexpr int64_t kManyOutputs = 2 * 132 * 32, kSomeOutputs = 3 * 132 * 16 / 2;
 
 template <StoredFormat F, ScaleType S, bool kNanTest>
-cudaError_t launch_for(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s) {
+cudaError_t launch_for(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s,
+                       const ExpertPick& pick, int64_t pairs) {
   const auto grid = [&](int64_t outputs_per_block) {
-    return dim3(static_cast<unsigned>((w.rows + outputs_per_block - 1) / outputs_per_block));
+    return dim3(static_cast<unsigned>((w.rows + outputs_per_block - 1) / outputs_per_block), static_cast<unsigned>(pairs));
   };
-  if (w.rows >= kManyOutputs) return launch(native_gemv_kernel<F, S, 2, 8, kNanTest>, grid(32), dim3(256), 0, s)(x, rows, ldx, w, out, ldo);
-  if (w.rows >= kSomeOutputs) return launch(native_gemv_kernel<F, S, 1, 8, kNanTest>, grid(16), dim3(256), 0, s)(x, rows, ldx, w, out, ldo);
-  return launch(native_gemv_kernel<F, S, 1, 16, kNanTest>, grid(16), dim3(512), 0, s)(x, rows, ldx, w, out, ldo);
+  if (w.rows * pairs >= kManyOutputs)
+    return launch(native_gemv_kernel<F, S, 2, 8, kNanTest>, grid(32), dim3(256), 0, s)(x, rows, ldx, w, out, ldo, pick);
+  if (w.rows * pairs >= kSomeOutputs)
+    return launch(native_gemv_kernel<F, S, 1, 8, kNanTest>, grid(16), dim3(256), 0, s)(x, rows, ldx, w, out, ldo, pick);
+  return launch(native_gemv_kernel<F, S, 1, 16, kNanTest>, grid(16), dim3(512), 0, s)(x, rows, ldx, w, out, ldo, pick);
 }
 
 template <ScaleType S>
-cudaError_t launch_fp8(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s) {
-  return w.nan_free ? launch_for<StoredFormat::kFp8Block, S, false>(x, rows, ldx, w, out, ldo, s)
-                    : launch_for<StoredFormat::kFp8Block, S, true>(x, rows, ldx, w, out, ldo, s);
+cudaError_t launch_fp8(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, float* out, int64_t ldo, Stream s,
+                       const ExpertPick& pick, int64_t pairs) {
+  return w.nan_free ? launch_for<StoredFormat::kFp8Block, S, false>(x, rows, ldx, w, out, ldo, s, pick, pairs)
+                    : launch_for<StoredFormat::kFp8Block, S, true>(x, rows, ldx, w, out, ldo, s, pick, pairs);
+}
+
+cudaError_t launch_any(const float* x, int rows, int64_t ldx, const QuantizedWeight& w, StoredFormat format, float* out, int64_t ldo,
+                       Stream s, const ExpertPick& pick, int64_t pairs) {
+  cudaError_t e;
+  if (format == StoredFormat::kMxfp4)
+    e = launch_for<StoredFormat::kMxfp4, ScaleType::kE8M0, false>(x, rows, ldx, w, out, ldo, s, pick, pairs);
+  else if (w.scale_type == ScaleType::kE8M0)
+    e = launch_fp8<ScaleType::kE8M0>(x, rows, ldx, w, out, ldo, s, pick, pairs);
+  else if (w.scale_type == ScaleType::kF32)
+    e = launch_fp8<ScaleType::kF32>(x, rows, ldx, w, out, ldo, s, pick, pairs);
+  else
+    e = launch_fp8<ScaleType::kBF16>(x, rows, ldx, w, out, ldo, s, pick, pairs);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -309,18 +400,38 @@ cudaError_t native_gemv(const float* x, int64_t rows, int64_t ldx, const Quantiz
   if (rows > kNativeGemvMaxRows || !out || ldo < w.rows || (w.rows + 15) / 16 > 2147483647LL || w.cols / 16 > 2147483647LL ||
       !native_gemv_supported(w, format, x, ldx))
     return cudaErrorInvalidValue;
-  const int r = static_cast<int>(rows);
-  cudaError_t e;
-  if (format == StoredFormat::kMxfp4)
-    e = launch_for<StoredFormat::kMxfp4, ScaleType::kE8M0, false>(x, r, ldx, w, out, ldo, s);
-  else if (w.scale_type == ScaleType::kE8M0)
-    e = launch_fp8<ScaleType::kE8M0>(x, r, ldx, w, out, ldo, s);
-  else if (w.scale_type == ScaleType::kF32)
-    e = launch_fp8<ScaleType::kF32>(x, r, ldx, w, out, ldo, s);
-  else
-    e = launch_fp8<ScaleType::kBF16>(x, r, ldx, w, out, ldo, s);
-  if (e != cudaSuccess) return e;
-  return cudaGetLastError();
+  return launch_any(x, static_cast<int>(rows), ldx, w, format, out, ldo, s, ExpertPick{}, 1);
+}
+
+cudaError_t native_expert_gemv(const float* x, int64_t ldx, const int32_t* experts, int64_t pairs, int k, const QuantizedWeight& stack,
+                               int64_t n_exp, StoredFormat format, float* out, int64_t ldo, Stream s) {
+  if (pairs <= 0 || stack.rows <= 0) return cudaSuccess;
+  if (!experts || k <= 0 || n_exp <= 0 || pairs > 65535 || n_exp > 65535 || !out || ldo < stack.rows ||
+      !native_gemv_supported(stack, format, x, ldx))
+    return cudaErrorInvalidValue;
+  // By expert once the pairs are many against the experts (then some expert is picked by several);
+  // below that per pair: no block spent on an expert nobody picked.
+  const bool by_expert = 2 * pairs > n_exp && pairs <= kMaxExpertPairs;
+  ExpertPick pick;
+  pick.mode = by_expert ? ExpertPick::kByExpert : ExpertPick::kPerPair;
+  pick.experts = experts;
+  pick.k = k;
+  pick.n_exp = n_exp;
+  pick.pairs = static_cast<int>(pairs);
+  return launch_any(x, 1, ldx, stack, format, out, ldo, s, pick, by_expert ? n_exp + 1 : pairs);
+}
+
+cudaError_t native_grouped_gemv(const float* x, int64_t rows, int64_t ldx, int groups, const QuantizedWeight& stack, StoredFormat format,
+                                float* out, int64_t ldo, Stream s) {
+  if (rows <= 0 || groups <= 0 || stack.rows <= 0) return cudaSuccess;
+  if (rows > kNativeGemvMaxRows || groups > 65535 || !out || (rows > 1 && (ldx < groups * stack.cols || ldo < groups * stack.rows)) ||
+      (format == StoredFormat::kFp8Block && stack.rows % stack.block_rows != 0) || !native_gemv_supported(stack, format, x, ldx))
+    return cudaErrorInvalidValue;
+  ExpertPick pick;
+  pick.mode = ExpertPick::kGroups;
+  pick.group_x = stack.cols;
+  pick.group_out = stack.rows;
+  return launch_any(x, static_cast<int>(rows), ldx, stack, format, out, ldo, s, pick, groups);
 }
 
 }  // namespace deepinfer::kernels

@@ -268,7 +268,8 @@ enum di_model_info_values {
 };
 /* One fact (an unknown key is DI_ERR_INVALID_ARGUMENT). */
 DI_API di_error *di_engine_model_info(const di_engine *engine, di_model_info key, int64_t *out);
-/* How the weights are held on the device, e.g. "bf16" or "f32" (ASCII). */
+/* How the weights are held on the device, e.g. "bf16", "f32", or "native" (FP8 / MXFP4 matrices kept
+   in the checkpoint's formats: the CUDA backend's native_weights option) (ASCII). */
 DI_API di_error *di_engine_weight_dtype(const di_engine *engine, char *buf, size_t cap, size_t *out_len);
 
 /* A snapshot of the engine's bookkeeping. */

@@ -130,7 +130,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // How matrix weights are held: "f32", "bf16", ...
+  // How matrix weights are held: "f32", "bf16", "native" (some kept in the checkpoint's FP8 / MXFP4)...
   virtual std::string weight_dtype() const { return "f32"; }
   // Bytes of device memory allocated for weights since the backend was made (as stored: bf16 / fp32
   // copies, or FP8 bytes and scales), or -1 where the backend does not count them.
@@ -146,8 +146,10 @@ class Backend {
   // mean + stddev * u, u uniform with unit variance, from a counter-based hash of (seed, element
   // index) (random_fill.h), so every backend makes the same values (the CUDA backend then rounds
   // matrices to bf16 as it rounds any weight). For models built from a config alone (benchmarks).
-  virtual Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean,
-                                                             float stddev, uint64_t seed) = 0;
+  // `released`: the format DeepSeek's checkpoints store such a weight in; a backend that keeps that
+  // format (the CUDA backend's native_weights) quantizes the values to it (fill_random_stored).
+  virtual Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
+                                                              uint64_t seed, WeightFormat released = WeightFormat::kPlain) = 0;
 
   // --- model state: zero-filled storage for n_slots slot records and n_blocks blocks.
   virtual Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) = 0;

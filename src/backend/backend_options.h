@@ -21,8 +21,7 @@ namespace deepinfer {
   X(pdl, bool, true, "CUDA: programmatic dependent launch of kernels (each overlaps the previous one's tail)")                    \
   X(zero_scratch, bool, false, "CUDA: zero-fill every scratch tensor (a diagnostic for uninitialised reads)")                     \
   X(batch_invariant, bool, false, "CUDA: each sequence's logits bitwise the same whatever else is in the batch (slower kernels)") \
-  X(native_weights, bool, false,                                                                                                  \
-    "CUDA: keep FP8 block-scaled matrices as stored (decode reads them, larger products dequantize them per call)")
+  X(native_weights, bool, false, "CUDA: keep FP8 block-scaled matrices and MXFP4 experts as stored (the checkpoint's bytes on the device)")
 
 struct BackendOptions {
 #define DI_BACKEND_OPTION_FIELD(name, type, def, help) type name = def;

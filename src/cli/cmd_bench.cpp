@@ -113,7 +113,13 @@ double sum_ms(const std::vector<OpTime>& prof) {
 class Bench {
  public:
   Bench(const BenchArgs& a, Backend& be, DeepseekV4& model, Report& rep)
-      : a_(a), be_(be), model_(model), rep_(rep), cost_(model.config()), rng_(a.seed), t0_(Clock::now()) {
+      : a_(a),
+        be_(be),
+        model_(model),
+        rep_(rep),
+        cost_(model.config(), be.weight_dtype() == "native" ? WeightStorage::kNative : WeightStorage::kBf16),
+        rng_(a.seed),
+        t0_(Clock::now()) {
     if (auto o = backend_options_from_env()) options_ = o.value();
   }
 
@@ -624,7 +630,8 @@ Result<void> run_bench(const BenchArgs& a) {
   }
   const double load_s = seconds_since(t_load);
   const ModelConfig& c = model->config();
-  const ModelCost cost(c);
+  const bool native = backend->weight_dtype() == "native";
+  const ModelCost cost(c, native ? WeightStorage::kNative : WeightStorage::kBf16);
   const std::string device_weights =
       backend->weight_bytes() >= 0 ? ", " + gb(static_cast<double>(backend->weight_bytes())) + " GB on the device" : std::string();
 
@@ -632,21 +639,23 @@ Result<void> run_bench(const BenchArgs& a) {
   rep.blank();
   rep.line("- command: `%s`", command_line().c_str());
   rep.line("- date: %s", utc_now().c_str());
-  rep.line("- backend: %s; model %s%s: %d layers (%s), hidden %d, %d heads x %d, %d experts top-%d (inter %d), vocab %d; "
-           "%s GB of weights as the floors count them (bf16 matrices)%s; built in %.2f s",
-           backend->name().c_str(), a.model.c_str(), a.dummy ? " (random weights)" : "", c.num_layers,
-           [&] {
-             std::string s;
-             for (int l = 0; l < c.num_layers; ++l) {
-               if (l) s += ", ";
-               s += c.attention_types[l] == AttentionType::kCsa ? "CSA" : c.attention_types[l] == AttentionType::kHca ? "HCA" : "SWA";
-               s += c.moe_routing[l] == MoeRouting::kHash ? "/hash" : "";
-             }
-             return s;
-           }()
-               .c_str(),
-           c.hidden_size, c.num_heads, c.head_dim, c.num_experts, c.experts_per_token, c.moe_intermediate_size, c.vocab_size,
-           gb(cost.stored_weight_bytes()).c_str(), device_weights.c_str(), load_s);
+  rep.line(
+      "- backend: %s; model %s%s: %d layers (%s), hidden %d, %d heads x %d, %d experts top-%d (inter %d), vocab %d; "
+      "%s GB of weights as the floors count them (%s)%s; built in %.2f s",
+      backend->name().c_str(), a.model.c_str(), a.dummy ? " (random weights)" : "", c.num_layers,
+      [&] {
+        std::string s;
+        for (int l = 0; l < c.num_layers; ++l) {
+          if (l) s += ", ";
+          s += c.attention_types[l] == AttentionType::kCsa ? "CSA" : c.attention_types[l] == AttentionType::kHca ? "HCA" : "SWA";
+          s += c.moe_routing[l] == MoeRouting::kHash ? "/hash" : "";
+        }
+        return s;
+      }()
+          .c_str(),
+      c.hidden_size, c.num_heads, c.head_dim, c.num_experts, c.experts_per_token, c.moe_intermediate_size, c.vocab_size,
+      gb(cost.stored_weight_bytes()).c_str(), native ? "FP8 linears, MXFP4 experts, bf16 other matrices" : "bf16 matrices",
+      device_weights.c_str(), load_s);
 
   Bench bench(a, *backend, *model, rep);
   auto ceil = backend->measure_ceilings();

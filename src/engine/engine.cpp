@@ -76,8 +76,10 @@ Result<void> Engine::start() {
   model_config_ = model_->config();
   parameters_ = model_->parameters();
   weight_dtype_ = backend_->weight_dtype();
-  weight_bytes_ = weight_dtype_ == "f32" ? static_cast<uint64_t>(parameters_) * 4
-                                         : static_cast<uint64_t>(ModelCost(model_config_).stored_weight_bytes());
+  const WeightStorage storage = weight_dtype_ == "native" ? WeightStorage::kNative : WeightStorage::kBf16;
+  weight_bytes_ = backend_->weight_bytes() >= 0 ? static_cast<uint64_t>(backend_->weight_bytes())
+                  : weight_dtype_ == "f32"      ? static_cast<uint64_t>(parameters_) * 4
+                                                : static_cast<uint64_t>(ModelCost(model_config_, storage).stored_weight_bytes());
 
   DI_TRY(tok, text::Tokenizer::from_model_dir(dir));
   if (tok) {

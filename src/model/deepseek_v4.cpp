@@ -1,5 +1,6 @@
 #include "model/deepseek_v4.h"
 
+#include "model/native_formats.h"
 #include "model/safetensors.h"
 #include "model/weight_catalog.h"
 
@@ -109,14 +110,17 @@ class RandomWeights final : public DeepseekV4::WeightProvider {
  public:
   RandomWeights(Backend& be, uint64_t seed) : be_(be), seed_(seed) {}
   bool has(const std::string&) const override { return true; }
+  // (Each in the format DeepSeek's checkpoints store it in: a backend keeping those formats uses it.)
   Result<WeightPtr> matrix(const std::string& name, int64_t rows, int64_t cols) override {
     const auto [mean, stddev] = init(name, cols);
-    return be_.random_weight(1, rows, cols, mean, stddev, seed_ ^ name_hash(name));
+    const bool fp8 =
+        native_format(DeepseekV4::WeightSpec{name, rows, cols, DeepseekV4::WeightSpec::Kind::kMatrix}) == NativeFormat::kFp8Block;
+    return be_.random_weight(1, rows, cols, mean, stddev, seed_ ^ name_hash(name), fp8 ? WeightFormat::kFp8Block : WeightFormat::kPlain);
   }
   Result<WeightPtr> stacked(const std::string& prefix, int64_t count, const std::string& suffix, int64_t rows,
                             int64_t cols) override {
-    return be_.random_weight(count, rows, cols, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)),
-                             seed_ ^ name_hash(prefix + "*." + suffix));
+    return be_.random_weight(count, rows, cols, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)), seed_ ^ name_hash(prefix + "*." + suffix),
+                             WeightFormat::kMxfp4);
   }
   // Rows of distinct experts.
   Result<std::vector<int32_t>> int_table(const std::string& name, int64_t rows, int64_t cols) override {

@@ -1,7 +1,9 @@
 // Analytic costs of the DeepSeek-V4 forward for benchmark ceilings: the bytes a decode step must move
-// and the floating-point operations a token needs, counted in the formats the CUDA backend keeps
-// (bf16 matrices; fp32 hyper-connection mixes and router gate, which it multiplies in fp32; fp32
-// model state).
+// and the floating-point operations a token needs, counted in the formats the CUDA backend keeps:
+// bf16 matrices, or (WeightStorage::kNative, its native_weights option with a checkpoint in DeepSeek's
+// released formats) FP8 E4M3 linears with 128x128 block scales and MXFP4 routed experts, the other
+// matrices bf16; fp32 hyper-connection mixes and router gate, which it multiplies in fp32; fp32 model
+// state.
 #pragma once
 
 #include "model/config.h"
@@ -10,12 +12,14 @@
 
 namespace deepinfer {
 
+enum class WeightStorage { kBf16, kNative };
+
 class ModelCost {
  public:
-  explicit ModelCost(const ModelConfig& c) : c_(c) {}
+  explicit ModelCost(const ModelConfig& c, WeightStorage storage = WeightStorage::kBf16) : c_(c), storage_(storage) {}
 
-  // Every weight as the CUDA backend stores it (bf16 matrices; fp32 vectors and the fp32 copies of
-  // matrices of at most 2^20 elements).
+  // Every weight as the CUDA backend stores it (the matrices as above; fp32 vectors and the fp32
+  // copies of matrices of at most 2^20 elements).
   double stored_weight_bytes() const;
 
   // Expected distinct experts that `tokens` routings of top-k among E touch, routing uniform:
@@ -40,12 +44,22 @@ class ModelCost {
   double head_flops() const;
 
  private:
-  double attention_params(AttentionType t) const;  // the layer's bf16 projections
-  double expert_params() const;                    // one expert (= the shared expert)
-  double mix_params() const;                       // one hyper-connection site's fn
+  // The layer's attention projections: those the released checkpoints store in FP8 (wq_a, wq_b, wkv,
+  // wo_a, wo_b, the indexer's wq_b) and the bf16 rest (compressors, the indexer's weights_proj).
+  struct AttentionParams {
+    double fp8 = 0, bf16 = 0;
+    double total() const { return fp8 + bf16; }
+  };
+  AttentionParams attention_params(AttentionType t) const;
+  double attention_bytes(AttentionType t) const;
+  double linear_bytes_per_param() const;  // the FP8 linears' and the shared expert's
+  double expert_bytes_per_param() const;  // the routed experts'
+  double expert_params() const;           // one expert (= the shared expert)
+  double mix_params() const;              // one hyper-connection site's fn
   int64_t visible_entries(AttentionType t, int64_t position) const;
 
   const ModelConfig& c_;
+  const WeightStorage storage_;
 };
 
 }  // namespace deepinfer

@@ -10,6 +10,7 @@
 #include "dequantize.h"
 #include "native_gemv.h"
 #endif
+#include "backend/random_fill.h"
 #include "util/dtype.h"
 
 #include <algorithm>
@@ -45,6 +46,24 @@ void append_scale(std::vector<uint8_t>& out, DType dtype, uint8_t e, float value
     out.push_back(static_cast<uint8_t>(h));
     out.push_back(static_cast<uint8_t>(h >> 8));
   }
+}
+
+// The kernels' view of s's stored bytes copied to the device (values, scale): `rows` rows of it.
+kernels::QuantizedWeight device_view(const Stored& s, const void* values, const void* scale, int64_t rows) {
+  kernels::QuantizedWeight q;
+  q.values = static_cast<const uint8_t*>(values);
+  q.scale = scale;
+  q.rows = rows;
+  q.cols = s.w.cols;
+  q.scale_type = s.w.scale.dtype == DType::kF32    ? kernels::ScaleType::kF32
+                 : s.w.scale.dtype == DType::kBF16 ? kernels::ScaleType::kBF16
+                                                   : kernels::ScaleType::kE8M0;
+  if (s.w.format == WeightFormat::kFp8Block) {
+    q.block_rows = s.w.block_rows;
+    q.block_cols = s.w.block_cols;
+    q.scale_cols = s.w.scale.shape[1];
+  }
+  return q;
 }
 
 // Every FP8 code appears (NaN 0x7f / 0xff, both zeros, subnormals, +-448); one block stays all zero.
@@ -132,23 +151,9 @@ void check_kernel(const Stored& s, const std::string& what) {
   ASSERT_EQ(cudaMalloc(&f32, n * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(values, s.values.data(), s.values.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(scale, s.scale.data(), s.scale.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  kernels::QuantizedWeight q;
-  q.values = values;
-  q.scale = scale;
-  q.rows = s.w.rows;
-  q.cols = s.w.cols;
-  q.scale_type = s.w.scale.dtype == DType::kF32    ? kernels::ScaleType::kF32
-                 : s.w.scale.dtype == DType::kBF16 ? kernels::ScaleType::kBF16
-                                                   : kernels::ScaleType::kE8M0;
-  cudaError_t e;
-  if (s.w.format == WeightFormat::kFp8Block) {
-    q.block_rows = s.w.block_rows;
-    q.block_cols = s.w.block_cols;
-    q.scale_cols = s.w.scale.shape[1];
-    e = kernels::dequantize_fp8_block(q, b16, f32, kernels::Stream{nullptr, false});
-  } else {
-    e = kernels::dequantize_mxfp4(q, b16, f32, kernels::Stream{nullptr, false});
-  }
+  const kernels::QuantizedWeight q = device_view(s, values, scale, s.w.rows);
+  const cudaError_t e = s.w.format == WeightFormat::kFp8Block ? kernels::dequantize_fp8_block(q, b16, f32, kernels::Stream{nullptr, false})
+                                                              : kernels::dequantize_mxfp4(q, b16, f32, kernels::Stream{nullptr, false});
   ASSERT_EQ(e, cudaSuccess) << what;
   std::vector<uint16_t> hb(n);
   std::vector<float> hf(n);
@@ -214,21 +219,10 @@ void check_product(const Stored& s, int rows, std::mt19937& rng, const std::stri
   ASSERT_EQ(cudaMemcpy(values, s.values.data(), s.values.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(scale, s.scale.data(), s.scale.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  kernels::QuantizedWeight q;
-  q.values = values;
-  q.scale = scale;
-  q.rows = n;
-  q.cols = k;
-  q.scale_type = s.w.scale.dtype == DType::kF32    ? kernels::ScaleType::kF32
-                 : s.w.scale.dtype == DType::kBF16 ? kernels::ScaleType::kBF16
-                                                   : kernels::ScaleType::kE8M0;
+  kernels::QuantizedWeight q = device_view(s, values, scale, n);
   const bool fp8 = s.w.format == WeightFormat::kFp8Block;
-  if (fp8) {
+  if (fp8)
     q.nan_free = std::none_of(s.values.begin(), s.values.end(), [](uint8_t v) { return (v & 0x7f) == 0x7f; });  // (the faster kernel)
-    q.block_rows = s.w.block_rows;
-    q.block_cols = s.w.block_cols;
-    q.scale_cols = s.w.scale.shape[1];
-  }
   const auto format = fp8 ? kernels::StoredFormat::kFp8Block : kernels::StoredFormat::kMxfp4;
   ASSERT_TRUE(kernels::native_gemv_supported(q, format, dx, ldx)) << what;
   ASSERT_EQ(kernels::native_gemv(dx, rows, ldx, q, format, dout, ldo, kernels::Stream{nullptr, false}), cudaSuccess) << what;
@@ -315,6 +309,217 @@ TEST_F(CudaOps, NativeProductsMatchTheHostsDequantization) {
   EXPECT_EQ(kernels::native_gemv(x, kernels::kNativeGemvMaxRows + 1, 48, q, kernels::StoredFormat::kFp8Block, reinterpret_cast<float*>(16),
                                  4, kernels::Stream{nullptr, false}),
             cudaErrorInvalidValue);
+#else
+  GTEST_SKIP() << "no CUDA build";
+#endif
+}
+
+#ifdef DEEPINFER_HAS_CUDA
+namespace {
+
+// native_expert_gemv over a stack of experts: each pair's output against the host's product with
+// its expert (x rounded to bf16, as the kernel does), zeros for ids outside the stack.
+void check_expert_products(const std::vector<Stored>& experts, const std::vector<int32_t>& ids, int k, std::mt19937& rng,
+                           const std::string& what) {
+  const Stored& first = experts[0];
+  const int64_t n = first.w.rows, cols = first.w.cols, pairs = static_cast<int64_t>(ids.size()), ldx = cols + 4, ldo = n + 1;
+  const int64_t x_rows = (pairs + k - 1) / k;
+  std::vector<uint8_t> values, scales;
+  for (const Stored& e : experts) {
+    values.insert(values.end(), e.values.begin(), e.values.end());
+    scales.insert(scales.end(), e.scale.begin(), e.scale.end());
+  }
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(x_rows * ldx));
+  for (float& v : x) v = bf16_to_f32(f32_to_bf16(uni(rng)));
+  uint8_t *dv = nullptr, *ds = nullptr;
+  float *dx = nullptr, *dout = nullptr;
+  int32_t* dids = nullptr;
+  ASSERT_EQ(cudaMalloc(&dv, values.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, scales.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dids, ids.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, static_cast<size_t>(pairs * ldo) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dv, values.data(), values.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ds, scales.data(), scales.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dout, 0x7f, static_cast<size_t>(pairs * ldo) * 4), cudaSuccess);  // (every output is written)
+  const kernels::QuantizedWeight q = device_view(first, dv, ds, n);
+  const bool fp8 = first.w.format == WeightFormat::kFp8Block;
+  const auto format = fp8 ? kernels::StoredFormat::kFp8Block : kernels::StoredFormat::kMxfp4;
+  ASSERT_EQ(kernels::native_expert_gemv(dx, ldx, dids, pairs, k, q, static_cast<int64_t>(experts.size()), format, dout, ldo,
+                                        kernels::Stream{nullptr, false}),
+            cudaSuccess)
+      << what;
+  std::vector<float> out(static_cast<size_t>(pairs * ldo));
+  ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (void* p :
+       {static_cast<void*>(dv), static_cast<void*>(ds), static_cast<void*>(dx), static_cast<void*>(dout), static_cast<void*>(dids)})
+    cudaFree(p);
+  std::vector<std::vector<float>> w(experts.size());
+  for (size_t e = 0; e < experts.size(); ++e) {
+    w[e].resize(static_cast<size_t>(n * cols));
+    dequantize_to_f32(experts[e].w, w[e].data());
+  }
+  int bad = 0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int32_t e = ids[static_cast<size_t>(p)];
+    const bool valid = e >= 0 && e < static_cast<int32_t>(experts.size());
+    for (int64_t o = 0; o < n; ++o) {
+      double ref = 0.0, mag = 0.0;
+      bool nan = false;
+      for (int64_t c = 0; valid && c < cols; ++c) {
+        const double wv = w[static_cast<size_t>(e)][static_cast<size_t>(o * cols + c)], xv = x[static_cast<size_t>(p / k * ldx + c)];
+        nan |= std::isnan(wv);
+        ref += xv * wv;
+        mag += std::fabs(xv * wv);
+      }
+      const float got = out[static_cast<size_t>(p * ldo + o)];
+      const bool same = nan ? std::isnan(got) : std::fabs(got - ref) <= 1e-5 * mag + static_cast<double>(cols) * 0x1p-126;
+      if (!same && ++bad <= 3)
+        ADD_FAILURE() << what << " pair " << p << " (expert " << e << ") output " << o << ": device " << got << ", host " << ref;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// native_grouped_gemv: `all` holds the groups' matrices one after the other (groups x n rows); x has
+// groups x cols columns per row (group i reads its own), out groups x n per row.
+void check_grouped_products(const Stored& all, int groups, int rows, std::mt19937& rng, const std::string& what) {
+  const int64_t n = all.w.rows / groups, cols = all.w.cols, ldx = groups * cols + 4, ldo = groups * n + 3;
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * ldx));
+  for (float& v : x) v = bf16_to_f32(f32_to_bf16(uni(rng)));
+  uint8_t *dv = nullptr, *ds = nullptr;
+  float *dx = nullptr, *dout = nullptr;
+  ASSERT_EQ(cudaMalloc(&dv, all.values.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, all.scale.size()), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, static_cast<size_t>(rows * ldo) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dv, all.values.data(), all.values.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(ds, all.scale.data(), all.scale.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dout, 0, static_cast<size_t>(rows * ldo) * 4), cudaSuccess);
+  const kernels::QuantizedWeight q = device_view(all, dv, ds, n);  // (one group's matrix)
+  const bool fp8 = all.w.format == WeightFormat::kFp8Block;
+  const auto format = fp8 ? kernels::StoredFormat::kFp8Block : kernels::StoredFormat::kMxfp4;
+  ASSERT_EQ(kernels::native_grouped_gemv(dx, rows, ldx, groups, q, format, dout, ldo, kernels::Stream{nullptr, false}), cudaSuccess)
+      << what;
+  std::vector<float> out(static_cast<size_t>(rows * ldo));
+  ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (void* p : {static_cast<void*>(dv), static_cast<void*>(ds), static_cast<void*>(dx), static_cast<void*>(dout)}) cudaFree(p);
+  std::vector<float> w(static_cast<size_t>(all.w.numel()));
+  dequantize_to_f32(all.w, w.data());
+  int bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < groups * n; ++o) {
+      const int64_t i = o / n;
+      double ref = 0.0, mag = 0.0;
+      bool nan = false;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double wv = w[static_cast<size_t>(o * cols + c)];
+        const double v = static_cast<double>(x[static_cast<size_t>(r * ldx + i * cols + c)]) * wv;
+        nan |= std::isnan(wv);
+        ref += v;
+        mag += std::fabs(v);
+      }
+      const float got = out[static_cast<size_t>(r * ldo + o)];
+      const bool same = nan ? std::isnan(got) : std::fabs(got - ref) <= 1e-5 * mag + static_cast<double>(cols) * 0x1p-126;
+      if (!same && ++bad <= 3) ADD_FAILURE() << what << " row " << r << " output " << o << ": device " << got << ", host " << ref;
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+}  // namespace
+#endif
+
+TEST_F(CudaOps, NativeExpertProductsMatchTheHost) {
+#ifdef DEEPINFER_HAS_CUDA
+  const std::vector<uint8_t> fp4_spread = {127, 0, 1, 126, 130, 150}, spread = {127, 0, 1, 120, 133, 140};
+  std::vector<Stored> fp4;
+  for (int e = 0; e < 5; ++e) fp4.push_back(product_mxfp4_weight(96, 128, fp4_spread, rng));
+  // 3 rows x top-2 (a repeated expert, ids outside the stack); then the down products' form (k = 1).
+  check_expert_products(fp4, {4, 0, 2, 2, -1, 5}, 2, rng, "mxfp4 5 x [96, 128], k 2");
+  check_expert_products(fp4, {1, 3, 0, 4, 2, 1, 0}, 1, rng, "mxfp4 5 x [96, 128], k 1");
+  std::vector<Stored> big;
+  for (int e = 0; e < 3; ++e) big.push_back(product_mxfp4_weight(2048, 256, fp4_spread, rng));
+  check_expert_products(big, {2, 0, 1, 1, 0, 2, 2, 1}, 4, rng, "mxfp4 3 x [2048, 256], k 4");
+  // Few pairs for the experts: a block per pair (the cases above: a block per expert).
+  check_expert_products(fp4, {3, -1}, 2, rng, "mxfp4 5 x [96, 128], k 2, per pair");
+  // By expert with more than 8 pairs of one expert (several rounds) and more than 32 pairs (the scan
+  // crosses its 32-pair windows).
+  std::vector<int32_t> many;
+  for (int i = 0; i < 70; ++i) many.push_back(i % 3 == 0 ? 1 : i % 7 == 0 ? -2 : i % 5 == 0 ? 0 : 2);
+  check_expert_products(big, many, 5, rng, "mxfp4 3 x [2048, 256], k 5, 70 pairs");
+  std::vector<Stored> fp8;
+  for (int e = 0; e < 3; ++e) fp8.push_back(product_fp8_weight(200, 256, 128, 128, DType::kF8E8M0, spread, rng));
+  check_expert_products(fp8, {2, 1, 0, 7}, 2, rng, "fp8 3 x [200, 256] (blocks 128 x 128), k 2");
+  // Groups (wo_a's form): 8 x [128, 256] FP8 with 128 x 128 blocks, 1 and 3 rows; 3 x [40, 64] MXFP4.
+  const Stored groups_fp8 = product_fp8_weight(8 * 128, 256, 128, 128, DType::kF8E8M0, spread, rng);
+  check_grouped_products(groups_fp8, 8, 1, rng, "fp8 8 groups of [128, 256], 1 row");
+  check_grouped_products(groups_fp8, 8, 3, rng, "fp8 8 groups of [128, 256], 3 rows");
+  check_grouped_products(product_mxfp4_weight(3 * 40, 64, fp4_spread, rng), 3, 2, rng, "mxfp4 3 groups of [40, 64], 2 rows");
+#else
+  GTEST_SKIP() << "no CUDA build";
+#endif
+}
+
+// native_weights with random weights (deepinfer bench --dummy-weights): FP8 matrices and MXFP4 stacks
+// made on the device in the released formats hold the random values quantized (E4M3: 3 mantissa bits
+// below the one power-of-two scale; E2M1: at most one scale step off, half of the widest gap).
+TEST_F(CudaOps, RandomWeightsInTheReleasedFormats) {
+#ifdef DEEPINFER_HAS_CUDA
+  BackendOptions options;
+  options.native_weights = true;
+  auto be = testing::gpu_backend(false, {}, options);
+  ASSERT_TRUE(be) << be.error().message;
+  struct Case {
+    int64_t count, rows, cols;
+    WeightFormat format;
+    float stddev;
+  };
+  for (const Case& c : {Case{1, 300, 256, WeightFormat::kFp8Block, 0.05f}, Case{3, 64, 128, WeightFormat::kMxfp4, 0.1f},
+                        Case{1, 40, 64, WeightFormat::kPlain, 0.1f}}) {
+    auto w = be.value()->random_weight(c.count, c.rows, c.cols, 0.0f, c.stddev, 99, c.format);
+    ASSERT_TRUE(w) << w.error().message;
+    const CudaWeight& d = cw(*w.value());
+    const int64_t n = c.count * c.rows * c.cols;
+    std::vector<float> got(static_cast<size_t>(n));
+    if (c.format == WeightFormat::kPlain) {  // (as before: bf16)
+      ASSERT_NE(d.b16, nullptr);
+      ASSERT_EQ(d.stored_values, nullptr);
+      std::vector<uint16_t> hb(static_cast<size_t>(n));
+      ASSERT_EQ(cudaMemcpy(hb.data(), d.b16, hb.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t i = 0; i < hb.size(); ++i) got[i] = bf16_to_f32(hb[i]);
+    } else {
+      ASSERT_NE(d.stored_values, nullptr);
+      ASSERT_EQ(d.b16, nullptr);
+      float* f = nullptr;
+      ASSERT_EQ(cudaMalloc(&f, got.size() * 4), cudaSuccess);
+      kernels::QuantizedWeight all = d.stored;
+      all.rows *= c.count;
+      const cudaError_t e = c.format == WeightFormat::kMxfp4
+                                ? kernels::dequantize_mxfp4(all, nullptr, f, kernels::Stream{nullptr, false})
+                                : kernels::dequantize_fp8_block(all, nullptr, f, kernels::Stream{nullptr, false});
+      ASSERT_EQ(e, cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), f, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(f);
+    }
+    const float amax = 1.7320508f * c.stddev;
+    const float scale =
+        c.format == WeightFormat::kMxfp4 ? std::exp2(std::ceil(std::log2(amax / 6.0f))) : std::exp2(std::ceil(std::log2(amax / 448.0f)));
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = random_value(99, static_cast<uint64_t>(i), 0.0f, c.stddev), g = got[static_cast<size_t>(i)];
+      const float tol = c.format == WeightFormat::kMxfp4      ? scale
+                        : c.format == WeightFormat::kFp8Block ? std::fabs(v) * 0x1p-4f + scale * 0x1p-9f
+                                                              : std::fabs(v) * 0x1p-8f;
+      if (!(std::fabs(g - v) <= tol) && ++bad <= 3)
+        ADD_FAILURE() << "format " << static_cast<int>(c.format) << " element " << i << ": " << g << " for " << v;
+    }
+    EXPECT_EQ(bad, 0);
+  }
 #else
   GTEST_SKIP() << "no CUDA build";
 #endif

@@ -89,7 +89,14 @@ TEST_F(CudaOps, RouteEveryScoreAndHash) {
   }
 }
 
-// The expert tests on each GPU variant (bf16, bf16 without wgmma, fp32): their kernels differ.
+// The expert tests on each GPU variant (bf16, bf16 without wgmma, fp32, native weights): their kernels
+// differ (native: the MXFP4 cases' experts stay as stored).
+std::vector<testing::GpuVariant> moe_variants() {
+  auto v = testing::gpu_variants();
+  v.push_back({"native", false, {}, true});
+  return v;
+}
+
 class CudaMoe : public ::testing::TestWithParam<testing::GpuVariant> {
  protected:
   void SetUp() override {
@@ -124,16 +131,25 @@ TEST_P(CudaMoe, RoutedExperts) {
                                   {300, 16, 64, 64, 4, false, true},  // 128-row tiles, skewed: the tile kernel
                                   {300, 16, 256, 96, 4, false},
                                   {1, 8, 72, 40, 6, false},
-                                  {3, 16, 64, 48, 6, false},   // few rows: the expert GEMV kernels
-                                  {2, 8, 70, 30, 2, false},    // ... unless d % 8 != 0
-                                  {9, 4, 70, 30, 2, false},    // 32-row tiles, d % 8 != 0: the synchronous kernel
+                                  {3, 16, 64, 48, 6, false},  // few rows: the expert GEMV kernels
+                                  {2, 8, 70, 30, 2, false},   // ... unless d % 8 != 0
+                                  {9, 4, 70, 30, 2, false},   // 32-row tiles, d % 8 != 0: the synchronous kernel
                                   {130, 32, 128, 64, 6, true},
-                                  {600, 256, 128, 128, 6, false},   // many small groups: 64-column blocks
-                                  {4500, 8, 64, 64, 2, false},      // more rows than one chunk
-                                  {2800, 128, 64, 64, 6, false},    // cuBLAS slabs, two groups of 64 experts
-                                  {700, 16, 256, 128, 4, false},    // 175 rows an expert: cuBLAS slabs
-                                  {1000, 32, 256, 128, 4, false},   // 125 rows an expert: wgmma, 2 tiles for some, the last partial
-                                  {1100, 32, 384, 256, 2, false},   // ... 6 K slices of 64 (> the 3 stages)
+                                  // MXFP4 with native weights: decode pairs one block each (1 x 2 of 64 experts) and
+                                  // by expert (4 x 4 of 16); prefill on the MXFP4 wgmma tiles (d, inter multiples
+                                  // of 512: 8 K slices, one group of scales; d 1024: 16 slices, two groups), else
+                                  // the stack dequantized per call (d 128).
+                                  {1, 64, 128, 64, 2, true},
+                                  {4, 16, 128, 64, 4, true},
+                                  {300, 8, 512, 512, 2, true},
+                                  {700, 16, 1024, 512, 4, true},
+                                  {300, 8, 128, 64, 2, true},
+                                  {600, 256, 128, 128, 6, false},    // many small groups: 64-column blocks
+                                  {4500, 8, 64, 64, 2, false},       // more rows than one chunk
+                                  {2800, 128, 64, 64, 6, false},     // cuBLAS slabs, two groups of 64 experts
+                                  {700, 16, 256, 128, 4, false},     // 175 rows an expert: cuBLAS slabs
+                                  {1000, 32, 256, 128, 4, false},    // 125 rows an expert: wgmma, 2 tiles for some, the last partial
+                                  {1100, 32, 384, 256, 2, false},    // ... 6 K slices of 64 (> the 3 stages)
                                   {900, 24, 512, 256, 3, false}}) {  // ... 8 K slices
     ForwardBatch b = testing::rows_batch(c.T);
     t.begin(b);
@@ -235,7 +251,7 @@ TEST_P(CudaMoe, MoeFeedForwardRoutedAndShared) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, CudaMoe, ::testing::ValuesIn(testing::gpu_variants()), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Variants, CudaMoe, ::testing::ValuesIn(moe_variants()), [](const auto& info) {
   std::string n = info.param.name;
   std::replace(n.begin(), n.end(), ' ', '_');
   return n;

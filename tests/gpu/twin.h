@@ -35,6 +35,7 @@ struct GpuVariant {
   const char* name;
   bool fp32_weights;
   CudaFeatures features;
+  bool native_weights = false;  // the native_weights option (MXFP4 / FP8 sources kept as stored)
 };
 inline void PrintTo(const GpuVariant& v, std::ostream* os) { *os << v.name; }
 inline std::vector<GpuVariant> gpu_variants() {
@@ -195,7 +196,9 @@ struct Twin {
 // The CPU backend and a GPU backend of variant v, each with state storage for `layout` (slots,
 // blocks). kUnsupported where no GPU is present.
 inline Result<Twin> make_twin(const GpuVariant& v, const StateLayout& layout, int slots, int blocks) {
-  DI_TRY(gpu, gpu_backend(v.fp32_weights, v.features));
+  BackendOptions options;
+  options.native_weights = v.native_weights;
+  DI_TRY(gpu, gpu_backend(v.fp32_weights, v.features, options));
   Twin t;
   t.gpu = std::move(gpu);
   t.cpu = make_cpu_backend(2).value();

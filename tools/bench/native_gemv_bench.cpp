@@ -2,11 +2,15 @@
 // product (kernels/gemv.h) on the same matrix shape: time per product, the stored bytes read per
 // second, and that as a fraction of the device-to-device copy bandwidth measured in the same run.
 // Weights are random bytes (timing only; tests/gpu/cuda_dequantize_test.cpp checks the numbers).
-//   native_gemv_bench [--outputs N] [--inputs K] [--iters I]
+// --experts E adds the routed-expert product (native_expert_gemv) over a stack of E MXFP4 matrices of
+// that shape, for decode batches of 1 to 64 rows choosing top-6 distinct experts at random: the bytes
+// counted are the distinct experts' (what must be read).
+//   native_gemv_bench [--outputs N] [--inputs K] [--iters I] [--experts E]
 #include "di_kernels.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,7 +59,7 @@ double time_ms(int iters, F&& f) {
 
 int main(int argc, char** argv) {
   int64_t n = 16384, k = 4096;  // 64 MB of FP8 per matrix: well past L2
-  int iters = 200;
+  int iters = 200, n_exp = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--outputs")
@@ -64,13 +68,15 @@ int main(int argc, char** argv) {
       k = std::atoll(argv[i + 1]);
     else if (a == "--iters")
       iters = std::atoi(argv[i + 1]);
+    else if (a == "--experts")
+      n_exp = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: native_gemv_bench [--outputs N] [--inputs K] [--iters I]\n");
+      std::fprintf(stderr, "usage: native_gemv_bench [--outputs N] [--inputs K] [--iters I] [--experts E]\n");
       return 2;
     }
   }
-  if (n <= 0 || k <= 0 || k % 128 != 0 || iters <= 0) {
-    std::fprintf(stderr, "native_gemv_bench: outputs > 0, inputs a multiple of 128\n");
+  if (n <= 0 || k <= 0 || k % 128 != 0 || iters <= 0 || n_exp < 0 || (n_exp > 0 && n_exp < 6)) {
+    std::fprintf(stderr, "native_gemv_bench: outputs > 0, inputs a multiple of 128, experts 0 or >= 6\n");
     return 2;
   }
   std::mt19937 rng(7);
@@ -129,6 +135,38 @@ int main(int argc, char** argv) {
       const double rate = r.bytes / (r.ms * 1e-3);
       std::printf("| %s | %d | %.1f | %.1f | %.0f | %.2f |\n", r.name, rows, r.bytes / 1e6, r.ms * 1e3, rate / 1e9, rate / bandwidth);
     }
+  }
+  if (n_exp == 0) return 0;
+
+  kernels::QuantizedWeight stack = fp4;
+  stack.values = static_cast<const uint8_t*>(device_random(static_cast<size_t>(n_exp * n * k / 2), rng));
+  stack.scale = device_random(static_cast<size_t>(n_exp * n * k / 32), rng, 0x03, 0x7c);
+  float* xs = static_cast<float*>(device_random(static_cast<size_t>(64 * k * 4), rng, 0x3f, 0));
+  float* ys = nullptr;
+  int32_t* ids = nullptr;
+  check(cudaMalloc(&ys, static_cast<size_t>(64 * 6 * n * 4)), "cudaMalloc");
+  check(cudaMalloc(&ids, 64 * 6 * 4), "cudaMalloc");
+  std::printf("\nrouted experts: %d MXFP4 matrices of [%lld x %lld], top-6 per row\n\n", n_exp, static_cast<long long>(n),
+              static_cast<long long>(k));
+  std::printf("| rows | pairs | distinct experts | stored MB | us | GB/s | of copy bandwidth |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int rows : {1, 4, 8, 16, 32, 64}) {
+    std::vector<int32_t> host;
+    std::vector<bool> used(static_cast<size_t>(n_exp));
+    for (int r = 0; r < rows; ++r) {
+      std::vector<int32_t> pick;
+      while (pick.size() < 6) {
+        const int32_t e = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_exp));
+        if (std::find(pick.begin(), pick.end(), e) == pick.end()) pick.push_back(e);
+      }
+      for (int32_t e : pick) used[static_cast<size_t>(e)] = true, host.push_back(e);
+    }
+    check(cudaMemcpy(ids, host.data(), host.size() * 4, cudaMemcpyHostToDevice), "upload");
+    const int64_t distinct = std::count(used.begin(), used.end(), true), pairs = static_cast<int64_t>(host.size());
+    const double ms = time_ms(
+        iters, [&] { return kernels::native_expert_gemv(xs, k, ids, pairs, 6, stack, n_exp, kernels::StoredFormat::kMxfp4, ys, n, s); });
+    const double bytes = fp4_bytes * static_cast<double>(distinct), rate = bytes / (ms * 1e-3);
+    std::printf("| %d | %lld | %lld | %.1f | %.1f | %.0f | %.2f |\n", rows, static_cast<long long>(pairs), static_cast<long long>(distinct),
+                bytes / 1e6, ms * 1e3, rate / 1e9, rate / bandwidth);
   }
   return 0;
 }

@@ -105,8 +105,8 @@ class CpuBackend final : public Backend {
     return std::unique_ptr<DeviceWeight>(std::move(out));
   }
 
-  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
-                                                     uint64_t seed) override {
+  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev, uint64_t seed,
+                                                      WeightFormat) override {
     if (count <= 0 || rows <= 0 || cols <= 0)
       return make_error(Code::kInternal, "random_weight of {} x [{}, {}]", count, rows, cols);
     auto out = std::make_unique<CpuWeight>();

@@ -30,7 +30,10 @@ struct CudaWeight final : DeviceWeight {
   int32_t* i32 = nullptr;
   uint8_t* stored_values = nullptr;
   void* stored_scale = nullptr;
-  kn::QuantizedWeight stored;
+  kn::QuantizedWeight stored;  // (a stack: one expert's matrix; the others follow it, values and scales alike)
+  kn::StoredFormat stored_format = kn::StoredFormat::kFp8Block;
+  // Whether bf16 products can take it: its bf16 copy, or stored bytes (dequantized per call).
+  bool has_matrix() const { return b16 || stored_values; }
   ~CudaWeight() override {
     if (f32) cudaFree(f32);
     if (b16) cudaFree(b16);

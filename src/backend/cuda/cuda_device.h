@@ -1,11 +1,12 @@
 // The CUDA backend's device side, shared by every model architecture: the Backend contract of
 // backend.h on one GPU except the ops of one architecture's own families (DeepSeek-V4's: v4/).
 // Matrix weights live on the device as bf16 (fp8 / MXFP4 / f32 checkpoints are dequantized at
-// upload), small parameter vectors and small matrices also as fp32; activations are fp32 and every
-// product accumulates in fp32 (cuBLAS for dense layers, the kernels of kernels/ for the rest). All
-// work runs in order on one stream, so a forward reuses the last one's scratch and metadata without
-// a host wait; the host waits only in read / write / finish (and when an arena must grow into one
-// chunk). Decode steps can run as captured CUDA graphs (graphs.h) and every op can be timed
+// upload; the native_weights option keeps FP8 and MXFP4 as stored), small parameter vectors and
+// small matrices also as fp32; activations are fp32 and every product accumulates in fp32 (cuBLAS
+// for dense layers, the kernels of kernels/ for the rest). All work runs in order on one stream, so a
+// forward reuses the last one's scratch and metadata without a host wait; the host waits only in
+// read / write / finish (and when an arena must grow into one chunk). Decode steps can run as
+// captured CUDA graphs (graphs.h) and every op can be timed
 // (profiling.h).
 //
 // Ops return void: the first failure (a CUDA or cuBLAS error, no memory, a shape that breaks the
@@ -41,7 +42,7 @@ class CudaDevice : public Backend {
   ~CudaDevice() override;
 
   std::string name() const override;
-  std::string weight_dtype() const override { return fp32_ ? "f32" : "bf16"; }
+  std::string weight_dtype() const override { return fp32_ ? "f32" : kept_stored_ > 0 ? "native" : "bf16"; }
   int64_t free_memory_bytes() const override;
 
   // --- weights and model state (device_memory.cpp)
@@ -50,8 +51,8 @@ class CudaDevice : public Backend {
   Result<std::unique_ptr<DeviceWeight>> upload_floats(const std::vector<float>& v, int64_t rows, int64_t cols) override;
   Result<std::unique_ptr<DeviceWeight>> upload_ints(const std::vector<int32_t>& v, int64_t rows, int64_t cols) override;
   int64_t weight_bytes() const override { return weight_bytes_; }
-  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
-                                                     uint64_t seed) override;
+  Result<std::unique_ptr<DeviceWeight>> random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev, uint64_t seed,
+                                                      WeightFormat released) override;
   Result<void> allocate_state(const StateLayout& layout, int n_slots, int n_blocks) override;
   void reset_slot(int slot) override;
   Result<void> randomize_state(uint64_t seed) override;
@@ -171,9 +172,9 @@ class CudaDevice : public Backend {
                  int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16 = false);
   // The activations x (n floats) as bf16 in the temporary arena, or null (the error kept).
   const kn::bf16_t* activations_bf16(const float* x, int64_t n);
-  // w's bf16 matrix: its copy, or its stored FP8 bytes dequantized into the temporary arena on
-  // `stream` (a weight kept as stored, in a product that is not a decode GEMV); null (the error
-  // kept) when it has neither.
+  // w's bf16 matrix (a stack: all its matrices): its copy, or its stored bytes dequantized into the
+  // temporary arena on `stream` (a weight kept as stored, in a product that is not a decode GEMV);
+  // null (the error kept) when it has neither.
   const kn::bf16_t* matrix_bf16(const CudaWeight& w, kn::Stream stream);
   // Decode rows against a weight kept as stored (kernels/native_gemv.h), groups as in gemm; false
   // (nothing launched) where the kernel does not take them, else true with `ok` the launches' result.
@@ -197,8 +198,10 @@ class CudaDevice : public Backend {
   // --- mixture of experts (moe.cpp)
   void routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor experts, Tensor weights, const Experts& e, Tensor out);
   bool blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d,
-                    int64_t inter, float limit, const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows,
+                    int64_t inter, float limit, const kn::bf16_t* w1, const kn::bf16_t* w3, const kn::bf16_t* w2, float* out_rows,
                     const float* weights, bool& done);
+  bool native_experts(Tensor x, IntTensor experts, Tensor weights, const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2,
+                      float limit, Tensor out);
   bool gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter, float limit, bool accumulate, Tensor out);
   bool shared_expert(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t d, const CudaWeight& w1, const CudaWeight& w3,
                      const CudaWeight& w2, float limit, Tensor out);
@@ -212,8 +215,9 @@ class CudaDevice : public Backend {
   // The `batch_invariant` option: each op runs one kernel whose per-row arithmetic depends on nothing
   // but the row (no GEMV / cuBLAS / wgmma choice by row count, no splits by batch, no eager-only paths).
   bool invariant_ = false;
-  bool native_ = false;            // uploads keep FP8 block-scaled matrices as stored (CudaWeight::stored)
+  bool native_ = false;            // uploads keep FP8 block-scaled matrices and MXFP4 stacks as stored (CudaWeight::stored)
   int64_t weight_bytes_ = 0;       // device memory allocated for weights since the backend was made
+  int64_t kept_stored_ = 0;        // weights kept in their checkpoint formats (native_weights)
   kn::Stream stream_;              // the stream of every op, with the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
@@ -260,6 +264,8 @@ class CudaDevice : public Backend {
   WeightStager& stager();
   Result<void> stage_weight(const WeightSource& w, uint16_t* b16, float* f32);
   Result<void> keep_stored(const WeightSource& w, CudaWeight& out);
+  // random_weight's values as stored FP8 / MXFP4 (native_weights): out's shape set, stored parts made.
+  Result<void> random_stored(CudaWeight& out, bool mxfp4, float mean, float stddev, uint64_t seed);
   // device_alloc for a weight's storage, counted in weight_bytes_.
   template <class T>
   Result<T*> weight_alloc(size_t count, const std::string& what) {

@@ -50,6 +50,7 @@ Result<void> CudaDevice::keep_stored(const WeightSource& w, CudaWeight& out) {
   DI_TRY(sc, weight_alloc<uint8_t>(w.scale.nbytes, w.name + " (block scales)"));
   out.stored_scale = sc;
   out.stored = quantized_weight(w, out.stored_values, out.stored_scale);
+  ++kept_stored_;
   DI_TRYV(stager().copy(out.stored_values, w.values.data, w.values.nbytes, w.name));
   return stager().copy(out.stored_scale, w.scale.data, w.scale.nbytes, w.name);
 }
@@ -111,8 +112,27 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_stacked(const std::vect
   out->count = static_cast<int64_t>(ws.size());
   out->rows = ws[0].rows;
   out->cols = ws[0].cols;
+  for (const WeightSource& w : ws) {
+    if (w.rows != out->rows || w.cols != out->cols)
+      return make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", w.name, w.rows, w.cols,
+                        out->rows, out->cols);
+    DI_TRYV(validate_weight_source(w));
+  }
+  // MXFP4 experts stay as stored (native_weights): the expert products read them (moe.cpp).
+  const bool stored =
+      native_ && !fp32_ && out->cols % 32 == 0 && std::all_of(ws.begin(), ws.end(), [&](const WeightSource& w) {
+        return w.format == WeightFormat::kMxfp4 && w.values.nbytes == ws[0].values.nbytes && w.scale.nbytes == ws[0].scale.nbytes;
+      });
   const size_t each = static_cast<size_t>(ws[0].numel());
-  if (fp32_) {
+  if (stored) {
+    DI_TRY(v, weight_alloc<uint8_t>(ws[0].values.nbytes * ws.size(), ws[0].name));
+    out->stored_values = v;
+    DI_TRY(sc, weight_alloc<uint8_t>(ws[0].scale.nbytes * ws.size(), ws[0].name + " (scales)"));
+    out->stored_scale = sc;
+    out->stored = quantized_weight(ws[0], out->stored_values, out->stored_scale);
+    out->stored_format = kn::StoredFormat::kMxfp4;
+    ++kept_stored_;
+  } else if (fp32_) {
     DI_TRY(p, weight_alloc<float>(each * ws.size(), ws[0].name));
     out->f32 = p;
   } else {
@@ -121,13 +141,13 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_stacked(const std::vect
   }
   Result<void> staged = ok();
   for (size_t e = 0; e < ws.size() && staged; ++e) {
-    if (ws[e].rows != out->rows || ws[e].cols != out->cols) {
-      staged = make_error(Code::kModelFormat, "tensor \"{}\": shape [{}, {}] differs from its siblings' [{}, {}]", ws[e].name,
-                          ws[e].rows, ws[e].cols, out->rows, out->cols);
-      break;
+    if (stored) {
+      const size_t nv = ws[e].values.nbytes, ns = ws[e].scale.nbytes;
+      staged = stager().copy(out->stored_values + e * nv, ws[e].values.data, nv, ws[e].name);
+      if (staged) staged = stager().copy(static_cast<uint8_t*>(out->stored_scale) + e * ns, ws[e].scale.data, ns, ws[e].name);
+    } else {
+      staged = stage_weight(ws[e], out->b16 ? out->b16 + e * each : nullptr, out->f32 ? out->f32 + e * each : nullptr);
     }
-    staged = validate_weight_source(ws[e]);
-    if (staged) staged = stage_weight(ws[e], out->b16 ? out->b16 + e * each : nullptr, out->f32 ? out->f32 + e * each : nullptr);
   }
   auto done = stager().finish(ws[0].name);
   DI_TRYV(staged);
@@ -162,8 +182,33 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::upload_ints(const std::vector<
   return std::unique_ptr<DeviceWeight>(std::move(out));
 }
 
+Result<void> CudaDevice::random_stored(CudaWeight& out, bool mxfp4, float mean, float stddev, uint64_t seed) {
+  const int64_t n = out.count * out.rows * out.cols;
+  const int64_t scales = mxfp4 ? n / 32 : out.count * ((out.rows + 127) / 128) * ((out.cols + 127) / 128);
+  const std::string what = fmt::format("a random {} x [{}, {}] weight", out.count, out.rows, out.cols);
+  DI_TRY(v, weight_alloc<uint8_t>(static_cast<size_t>(mxfp4 ? n / 2 : n), what));
+  out.stored_values = v;
+  DI_TRY(sc, weight_alloc<uint8_t>(static_cast<size_t>(scales), what + " (scales)"));
+  out.stored_scale = sc;
+  kn::QuantizedWeight& q = out.stored;
+  q.values = out.stored_values;
+  q.scale = out.stored_scale;
+  q.scale_type = kn::ScaleType::kE8M0;
+  q.rows = out.rows;
+  q.cols = out.cols;
+  q.block_rows = q.block_cols = 128;
+  q.scale_cols = mxfp4 ? 0 : (out.cols + 127) / 128;
+  q.nan_free = true;  // (saturated: no NaN code)
+  out.stored_format = mxfp4 ? kn::StoredFormat::kMxfp4 : kn::StoredFormat::kFp8Block;
+  ++kept_stored_;
+  const cudaError_t e =
+      kn::fill_random_stored(out.stored_values, static_cast<uint8_t*>(out.stored_scale), scales, mxfp4, n, mean, stddev, seed, stream_);
+  if (e != cudaSuccess) return cuda_error(e, "filling a random stored weight");
+  return ok();
+}
+
 Result<std::unique_ptr<DeviceWeight>> CudaDevice::random_weight(int64_t count, int64_t rows, int64_t cols, float mean, float stddev,
-                                                   uint64_t seed) {
+                                                                uint64_t seed, WeightFormat released) {
   if (count <= 0 || rows <= 0 || cols <= 0)
     return make_error(Code::kInternal, "random_weight of {} x [{}, {}]", count, rows, cols);
   DI_TRYV(set_device());
@@ -172,10 +217,17 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::random_weight(int64_t count, i
   out->count = count;
   out->rows = rows;
   out->cols = cols;
-  // The copies upload / upload_stacked would keep for such a weight.
-  const bool want_b16 = !fp32_ && rows > 1;
+  // The copies upload / upload_stacked would keep for such a weight (native_weights: a released FP8
+  // matrix or MXFP4 stack as stored, its values quantized; a small FP8 matrix's fp32 copy from those).
+  const bool fp8 = released == WeightFormat::kFp8Block && count == 1 && rows > 1 && cols % 16 == 0;
+  const bool mxfp4 = released == WeightFormat::kMxfp4 && cols % 32 == 0;
+  const bool stored = native_ && !fp32_ && (fp8 || mxfp4);
+  const bool want_b16 = !fp32_ && rows > 1 && !stored;
   const bool want_f32 = fp32_ || (count == 1 && (rows == 1 || n <= kSmallMatrix));
   const std::string what = fmt::format("a random {} x [{}, {}] weight", count, rows, cols);
+  if (stored) {
+    DI_TRYV(random_stored(*out, mxfp4, mean, stddev, seed));
+  }
   if (want_b16) {
     DI_TRY(p, weight_alloc<uint16_t>(static_cast<size_t>(n), what));
     out->b16 = p;
@@ -184,7 +236,8 @@ Result<std::unique_ptr<DeviceWeight>> CudaDevice::random_weight(int64_t count, i
     DI_TRY(p, weight_alloc<float>(static_cast<size_t>(n), what));
     out->f32 = p;
   }
-  cudaError_t e = kn::fill_random(out->f32, out->b16, n, mean, stddev, seed, stream_);
+  cudaError_t e = stored ? out->f32 ? kn::dequantize_fp8_block(out->stored, nullptr, out->f32, stream_) : cudaSuccess
+                         : kn::fill_random(out->f32, out->b16, n, mean, stddev, seed, stream_);
   if (e != cudaSuccess) return cuda_error(e, "filling a random weight");
   return std::unique_ptr<DeviceWeight>(std::move(out));
 }

@@ -38,7 +38,7 @@ bool CudaDevice::bf16_products_of(Tensor x, std::span<const DeviceWeight* const>
   bool ok = !ws.empty() && ws.size() == outs.size();
   for (size_t i = 0; ok && i < ws.size(); ++i) {
     const CudaWeight& w = cw(*ws[i]);
-    ok = (w.b16 || w.stored_values) && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
+    ok = w.has_matrix() && w.count == 1 && w.cols == x.cols && outs[i].rows == x.rows && outs[i].cols == w.rows;
   }
   return ok;
 }
@@ -154,18 +154,23 @@ const kn::bf16_t* CudaDevice::matrix_bf16(const CudaWeight& w, kn::Stream stream
     expect(false, "a product with a weight that has no matrix copy on the device");
     return nullptr;
   }
-  auto* b = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(w.rows * w.cols) * 2));
-  return b && check(kn::dequantize_fp8_block(w.stored, b, nullptr, stream), "dequantizing a stored weight") ? b : nullptr;
+  auto* b = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(std::max<int64_t>(w.count, 1) * w.rows * w.cols) * 2));
+  if (!b) return nullptr;
+  if (w.stored_format == kn::StoredFormat::kMxfp4) {  // (a stack's experts are one matrix of count x rows rows to MXFP4)
+    kn::QuantizedWeight all = w.stored;
+    all.rows *= std::max<int64_t>(w.count, 1);
+    return check(kn::dequantize_mxfp4(all, b, nullptr, stream), "dequantizing stored experts") ? b : nullptr;
+  }
+  return check(kn::dequantize_fp8_block(w.stored, b, nullptr, stream), "dequantizing a stored weight") ? b : nullptr;
 }
 
 namespace {
 
 // Rows [first, first + n) of a stored FP8 weight, where `first` starts a block row.
 kn::QuantizedWeight stored_rows(const kn::QuantizedWeight& w, int64_t first, int64_t n) {
-  static constexpr int kScaleBytes[] = {1, 4, 2};  // E8M0, F32, BF16
   kn::QuantizedWeight v = w;
   v.values = w.values + first * w.cols;
-  v.scale = static_cast<const uint8_t*>(w.scale) + first / w.block_rows * w.scale_cols * kScaleBytes[static_cast<int>(w.scale_type)];
+  v.scale = static_cast<const uint8_t*>(w.scale) + first / w.block_rows * w.scale_cols * kn::scale_bytes(w.scale_type);
   v.rows = n;
   return v;
 }
@@ -175,18 +180,19 @@ kn::QuantizedWeight stored_rows(const kn::QuantizedWeight& w, int64_t first, int
 bool CudaDevice::native_products(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n,
                                  int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool& ok) {
   const kn::QuantizedWeight& q = w.stored;
-  if (wk != k || k != q.cols || w_off % k != 0 || (batch > 1 && w_stride != n * k)) return false;
+  if (w.stored_format != kn::StoredFormat::kFp8Block || w.count > 1 || wk != k || k != q.cols || w_off % k != 0 ||
+      (batch > 1 && w_stride != n * k))
+    return false;
   for (int i = 0; i < batch; ++i) {
     const int64_t first = w_off / k + i * n;
     if (first % q.block_rows != 0 || first + n > q.rows ||
         !kn::native_gemv_supported(stored_rows(q, first, n), kn::StoredFormat::kFp8Block, x + i * k, ldx))
       return false;
   }
-  ok = true;
-  for (int i = 0; ok && i < batch; ++i)
-    ok = check(
-        kn::native_gemv(x + i * k, rows, ldx, stored_rows(q, w_off / k + i * n, n), kn::StoredFormat::kFp8Block, c + i * n, ldc, stream_),
-        "native GEMV");
+  const kn::QuantizedWeight first = stored_rows(q, w_off / k, n);
+  ok = batch == 1 ? check(kn::native_gemv(x, rows, ldx, first, kn::StoredFormat::kFp8Block, c, ldc, stream_), "native GEMV")
+                  : check(kn::native_grouped_gemv(x, rows, ldx, batch, first, kn::StoredFormat::kFp8Block, c, ldc, stream_),
+                          "native grouped GEMV");
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
 #include "gemv.h"
+#include "native_gemv.h"
 #include "tile_linear.h"
 
 #include <algorithm>
@@ -26,6 +27,10 @@ constexpr int64_t kWgmmaMoeMaxRows = 128;
 // blas_experts: experts sorted by count are grouped this many at a time, each group with slabs of
 // its largest count.
 constexpr size_t kMoeGroupExperts = 64;
+// Experts kept as stored (native_weights): rows x top_k (row, expert) pairs up to this many per expert
+// read the experts per pair (native_experts: each pair reads its expert's bytes, so a popular expert
+// is read more than once); more pairs dequantize the whole stack for the prefill paths.
+constexpr int64_t kNativePairsPerExpert = 2;
 
 }  // namespace
 
@@ -73,19 +78,28 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
   const int64_t n_exp = w1.count, inter = w1.rows, d = x.cols;
   const int k = static_cast<int>(experts.cols);
   const bool f32 = w1.f32 && w3.f32 && w2.f32;
-  if (!expect((f32 || (w1.b16 && w3.b16 && w2.b16)) && w1.cols == d && w3.count == n_exp && w3.rows == inter && w3.cols == d &&
+  const bool stored = w1.stored_values && w3.stored_values && w2.stored_values;
+  if (!expect((f32 || (w1.b16 && w3.b16 && w2.b16) || stored) && w1.cols == d && w3.count == n_exp && w3.rows == inter && w3.cols == d &&
                   w2.count == n_exp && w2.rows == d && w2.cols == inter && experts.rows == x.rows && weights.rows == x.rows &&
                   weights.cols == k && out.rows == x.rows && out.cols == d && k > 0,
               "moe_experts: x [{}, {}], {} experts of [{}, {}], top {}", x.rows, x.cols, n_exp, inter, w1.cols, k))
     return;
   if (x.rows == 0) return;
-  if (!f32) {
+  if (stored && native_experts(x, experts, weights, w1, w3, w2, e.limit, out)) return;
+  // Stored MXFP4 experts beyond that: the wgmma tiles decode them where they run (fp4), else the stack
+  // is dequantized into the temporary arena for this call.
+  const bool fp4 = stored && wgmma_ && kn::moe_wgmma_fp4_supported(w1.stored, w3.stored, w2.stored, d, inter);
+  const kn::bf16_t* b1 = f32 || fp4 ? nullptr : matrix_bf16(w1, stream_);
+  const kn::bf16_t* b3 = f32 || fp4 ? nullptr : matrix_bf16(w3, stream_);
+  const kn::bf16_t* b2 = f32 || fp4 ? nullptr : matrix_bf16(w2, stream_);
+  if (!f32 && !fp4 && (!b1 || !b3 || !b2)) return;
+  if (!f32 && !fp4) {
     kn::GemvExperts g;
     g.experts = experts.data;
     g.weights = weights.data;
     g.top_k = k;
     g.n_exp = static_cast<int>(n_exp);
-    g.w1 = w1.b16, g.w3 = w3.b16, g.w2 = w2.b16;
+    g.w1 = b1, g.w3 = b3, g.w2 = b2;
     if (gemv_experts(x, g, inter, e.limit, true, out)) return;  // decode: no permutation
   }
   const int64_t chunk = std::min<int64_t>(x.rows, kMoeChunkRows);
@@ -94,7 +108,7 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
   // Batch-invariant mode: wgmma's 128-row tiles for every row count where they run (a row's sums do
   // not depend on the tile's other rows), else the mma.sync tiles (either height: the same steps).
   const bool wgmma_shapes = !f32 && d % 128 == 0 && inter % 128 == 0 && wgmma_;
-  const int tile_rows = (!f32 && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp) || (invariant_ && wgmma_shapes)
+  const int tile_rows = (!f32 && d % 8 == 0 && inter % 8 == 0 && entries_max >= 32 * n_exp) || ((invariant_ || fp4) && wgmma_shapes)
                             ? kn::kMoeBigTileRows
                             : kn::kMoeTileRows;
   auto tiles_for = [&](int64_t entries) { return static_cast<int>((entries + tile_rows - 1) / tile_rows + std::min<int64_t>(n_exp, entries)); };
@@ -135,7 +149,7 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
     const int32_t* ex = experts.data + r0 * k;
     if (!check(kn::moe_plan(ex, entries, static_cast<int>(n_exp), plan, stream_), "moe plan")) return;
     const int tiles = tiles_for(entries);
-    const bool wgmma = wgmma_fits && (invariant_ || entries <= kWgmmaMoeMaxRows * n_exp);
+    const bool wgmma = wgmma_fits && (invariant_ || fp4 || entries <= kWgmmaMoeMaxRows * n_exp);
     const bool blas = blas_fits && !wgmma;
     if (f32) {
       if (!tile_buffers(true)) return;
@@ -150,7 +164,7 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
       if (blas) {
         bool done = false;
         join_side();
-        if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, w1, w3, w2, out.data + r0 * d,
+        if (!blas_experts(Tensor{x.data + r0 * d, nr, d}, ex, plan, n_exp, entries, k, d, inter, e.limit, b1, b3, b2, out.data + r0 * d,
                           weights.data + r0 * k, done))
           return;
         if (done) continue;  // else routing too skewed for slabs: the tile kernels below
@@ -159,22 +173,25 @@ void CudaDevice::routed_experts(Tensor x, const kn::bf16_t* xb, IntTensor expert
       auto* hp = static_cast<kn::bf16_t*>(h);
       if (wgmma) {
         const kn::bf16_t* xs = xb ? xb + r0 * d : activations_bf16(x.data + r0 * d, nr * d);
-        if (!xs || !check(kn::moe_gate_up_wgmma(xs, plan.sources, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp,
-                                                stream_),
-                          "moe gate/up"))
+        if (!xs ||
+            !check(fp4 ? kn::moe_gate_up_wgmma_fp4(xs, plan.sources, w1.stored, w3.stored, d, inter, e.limit, plan.tiles, plan.n_tiles,
+                                                   tiles, hp, stream_)
+                       : kn::moe_gate_up_wgmma(xs, plan.sources, b1, b3, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, hp, stream_),
+                   "moe gate/up"))
           return;
       } else {
         auto* xp = static_cast<kn::bf16_t*>(xperm);
         if (!check(kn::moe_gather(x.data + r0 * d, d, entries, k, plan.pos, xp, stream_), "moe gather") ||
-            !check(kn::moe_gate_up(xp, w1.b16, w3.b16, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_),
-                   "moe gate/up"))
+            !check(kn::moe_gate_up(xp, b1, b3, d, inter, e.limit, plan.tiles, plan.n_tiles, tiles, tile_rows, hp, stream_), "moe gate/up"))
           return;
       }
       // The wgmma down product writes y in bf16 (half the bytes written and read back by the combine;
       // the 1.5e-2 tolerance of bf16 products holds).
       y_bf16 = wgmma;
-      if (!check(wgmma ? kn::moe_down_wgmma(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, reinterpret_cast<kn::bf16_t*>(y), stream_)
-                       : kn::moe_down(hp, w2.b16, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
+      auto* yb = reinterpret_cast<kn::bf16_t*>(y);
+      if (!check(fp4     ? kn::moe_down_wgmma_fp4(hp, w2.stored, inter, d, plan.tiles, plan.n_tiles, tiles, yb, stream_)
+                 : wgmma ? kn::moe_down_wgmma(hp, b2, inter, d, plan.tiles, plan.n_tiles, tiles, yb, stream_)
+                         : kn::moe_down(hp, b2, inter, d, plan.tiles, plan.n_tiles, tiles, tile_rows, y, stream_),
                  "moe down"))
         return;
     }
@@ -207,8 +224,8 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
     Op op(*this, "moe_ffn (GEMV)");
     if (!op || gemv_experts(x, g, inter, routed.limit, false, out)) return;
   }
-  if ((x.rows > kDecodeRows || invariant_) && s1.b16 && s3.b16 && s2.b16 && s1.rows == s3.rows && s1.cols == d && s3.cols == d &&
-      s2.cols == s1.rows && s2.rows == out.cols && out.rows == x.rows) {
+  if ((x.rows > kDecodeRows || invariant_) && s1.has_matrix() && s3.has_matrix() && s2.has_matrix() && s1.rows == s3.rows && s1.cols == d &&
+      s3.cols == d && s2.cols == s1.rows && s2.rows == out.cols && out.rows == x.rows) {
     // Prefill: one bf16 copy of x for the shared and the routed experts; the routed sums added to
     // the shared expert's output (no zeroed sum, no add). Eager forwards run the shared expert on the
     // side stream while the routed products (bound by reading the experts) run here.
@@ -226,6 +243,15 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
     join_side();
     return;
   }
+  if (w1.stored_values || s1.stored_values) {
+    // Decode with weights kept as stored (native_weights): the shared expert writes out, the routed
+    // experts add to it (no zeroed sum, no add).
+    Op op(*this, "moe_ffn (stored weights)");
+    if (!op) return;
+    swiglu(x, *shared.w1, *shared.w3, *shared.w2, shared.limit, out);
+    if (!failed_) routed_experts(x, nullptr, experts, weights, routed, out);
+    return;
+  }
   Backend::moe_ffn(x, experts, weights, routed, shared, out);
 }
 
@@ -237,10 +263,12 @@ bool CudaDevice::shared_expert(const Lane& lane, const kn::bf16_t* xb, int64_t r
   const int64_t inter = w1.rows;
   if (invariant_) {
     auto* h = static_cast<kn::bf16_t*>(temp(static_cast<size_t>(rows * inter) * 2));
-    if (!h) return false;
+    const kn::bf16_t* b1 = matrix_bf16(w1, lane.stream);
+    const kn::bf16_t* b3 = matrix_bf16(w3, lane.stream);
+    if (!h || !b1 || !b3) return false;
     const cudaError_t e = wgmma_ && d % 64 == 0 && inter % 64 == 0
-                              ? kn::tile_gate_up_wgmma(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream)
-                              : kn::tile_gate_up(xb, rows, d, w1.b16, w3.b16, inter, limit, h, lane.stream);
+                              ? kn::tile_gate_up_wgmma(xb, rows, d, b1, b3, inter, limit, h, lane.stream)
+                              : kn::tile_gate_up(xb, rows, d, b1, b3, inter, limit, h, lane.stream);
     return check(e, "shared expert gate/up") && gemm_bf16(lane, h, rows, inter, inter, w2, 0, out.cols, inter, 0, 1, out.data, out.cols);
   }
   auto* g = static_cast<float*>(temp(static_cast<size_t>(rows * inter) * 4));
@@ -271,11 +299,11 @@ void CudaDevice::swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3
     g.n_exp = 1;
     g.w1 = cw(w1).b16, g.w3 = cw(w3).b16, g.w2 = cw(w2).b16;
     if (gemv_experts(x, g, inter, limit, false, out)) return;  // decode
-    if (x.rows > kDecodeRows || invariant_) {
-      const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
-      if (xb) shared_expert(main_lane(), xb, x.rows, x.cols, cw(w1), cw(w3), cw(w2), limit, out);
-      return;
-    }
+  }
+  if ((x.rows > kDecodeRows || invariant_) && cw(w1).has_matrix() && cw(w3).has_matrix() && cw(w2).has_matrix()) {
+    const kn::bf16_t* xb = activations_bf16(x.data, x.rows * x.cols);
+    if (xb) shared_expert(main_lane(), xb, x.rows, x.cols, cw(w1), cw(w3), cw(w2), limit, out);
+    return;
   }
   Tensor g{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
   Tensor u{static_cast<float*>(temp(static_cast<size_t>(x.rows * inter) * 4)), x.rows, inter};
@@ -294,8 +322,9 @@ void CudaDevice::swiglu(Tensor x, const DeviceWeight& w1, const DeviceWeight& w3
 // group sizes and rounded caps keep the product shapes few: cuBLAS spends ~0.5 ms of host time on
 // each shape it has not seen.) `done` false: the routing is too skewed for slabs (the caller runs
 // the tile kernels).
-bool CudaDevice::blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d, int64_t inter, float limit,
-                  const CudaWeight& w1, const CudaWeight& w3, const CudaWeight& w2, float* out_rows, const float* weights, bool& done) {
+bool CudaDevice::blas_experts(Tensor x, const int32_t* experts, const kn::MoePlan& plan, int64_t n_exp, int64_t entries, int k, int64_t d,
+                              int64_t inter, float limit, const kn::bf16_t* w1, const kn::bf16_t* w3, const kn::bf16_t* w2, float* out_rows,
+                              const float* weights, bool& done) {
   std::vector<int32_t> counts(static_cast<size_t>(n_exp));
   if (!check(cudaMemcpyAsync(counts.data(), plan.counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream_.id), "moe counts to host") ||
       !check(cudaStreamSynchronize(stream_.id), "moe counts to host"))
@@ -349,9 +378,9 @@ bool CudaDevice::blas_experts(Tensor x, const int32_t* experts, const kn::MoePla
     for (size_t i = gr.begin; i < gr.end; ++i) {
       const int64_t e = order[i], row = gr.slab + gr.cap * static_cast<int64_t>(i - gr.begin);
       base[e] = static_cast<int32_t>(row);
-      const void* p[9] = {w1.b16 + e * inter * d, xp + row * d, g + row * inter,   // gate
-                          w3.b16 + e * inter * d, xp + row * d, u + row * inter,   // up
-                          w2.b16 + e * d * inter, h + row * inter, y + row * d};   // down
+      const void* p[9] = {w1 + e * inter * d, xp + row * d,    g + row * inter,  // gate
+                          w3 + e * inter * d, xp + row * d,    u + row * inter,  // up
+                          w2 + e * d * inter, h + row * inter, y + row * d};     // down
       for (int j = 0; j < 9; ++j) ptr[j * n_act + i] = p[j];
     }
   if (!check(cudaMemcpyAsync(tables, moe_host_, table_bytes, cudaMemcpyHostToDevice, stream_.id), "expert tables to the device")) return false;
@@ -393,6 +422,36 @@ bool CudaDevice::gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter,
   if (!h || !part) return true;  // (failed: the error is kept)
   if (check(kn::expert_gate_up(x.data, d, x.rows, g, inter, limit, h, stream_), "expert gate/up (GEMV)"))
     check(kn::expert_down(h, inter, x.rows, g, d, accumulate, out.data, part, counters_, stream_), "expert down (GEMV)");
+  return true;
+}
+
+// Decode rows against experts kept as stored (native_weights): for each (row, expert) pair the gate
+// and up products (kernels/native_gemv.h, expert ids read on the device), the SwiGLU, the down
+// product, then each row's weighted sum in a fixed order. False (nothing launched) where the pairs
+// are too many (the caller dequantizes the stack) or the kernels do not take the shapes.
+bool CudaDevice::native_experts(Tensor x, IntTensor experts, Tensor weights, const CudaWeight& w1, const CudaWeight& w3,
+                                const CudaWeight& w2, float limit, Tensor out) {
+  const int64_t n_exp = w1.count, inter = w1.rows, d = x.cols, pairs = x.rows * experts.cols;
+  const int k = static_cast<int>(experts.cols);
+  if (invariant_ || pairs > kNativePairsPerExpert * n_exp || pairs > 65535) return false;
+  auto* g = static_cast<float*>(temp(static_cast<size_t>(pairs * inter) * 4));
+  auto* u = static_cast<float*>(temp(static_cast<size_t>(pairs * inter) * 4));
+  auto* y = static_cast<float*>(temp(static_cast<size_t>(pairs * d) * 4));
+  if (!g || !u || !y) return true;  // (failed: the error is kept)
+  if (!kn::native_gemv_supported(w1.stored, w1.stored_format, x.data, d) ||
+      !kn::native_gemv_supported(w3.stored, w3.stored_format, x.data, d) ||
+      !kn::native_gemv_supported(w2.stored, w2.stored_format, g, inter))
+    return false;
+  if (check(kn::native_expert_gemv(x.data, d, experts.data, pairs, k, w1.stored, n_exp, w1.stored_format, g, inter, stream_),
+            "expert gate (native)") &&
+      check(kn::native_expert_gemv(x.data, d, experts.data, pairs, k, w3.stored, n_exp, w3.stored_format, u, inter, stream_),
+            "expert up (native)") &&
+      check(kn::swiglu(g, u, pairs * inter, limit, stream_), "expert swiglu") &&
+      check(kn::native_expert_gemv(g, inter, experts.data, pairs, 1, w2.stored, n_exp, w2.stored_format, y, d, stream_),
+            "expert down (native)")) {
+    join_side();
+    check(kn::moe_combine(y, nullptr, weights.data, x.rows, k, d, out.data, stream_), "expert combine");
+  }
   return true;
 }
 

@@ -36,5 +36,23 @@ TEST(ModelCost, FlashFourLayersMatchesTheRoofline) {
   EXPECT_NEAR(m.head_flops() / 1e9, 1.06, 0.01);
 }
 
+// The native_weights storage: FP8 linears (attention, shared expert), MXFP4 routed experts. The CUDA
+// backend measured 16.48 GB of weights on the device for this shape (a 16.44 GB checkpoint).
+TEST(ModelCost, FlashFourLayersInTheReleasedFormats) {
+  const ModelConfig c = flash4();
+  const ModelCost bf16(c), native(c, WeightStorage::kNative);
+  EXPECT_NEAR(native.stored_weight_bytes() / 1e9, 16.48, 0.05);
+  const auto b1 = native.decode_bytes(1, 4096), b1_bf16 = bf16.decode_bytes(1, 4096);
+  // Per layer the routed experts read at batch 1: 6 x 3 x 2048 x 4096 values at 0.53125 bytes.
+  EXPECT_NEAR(b1.experts / 4, 6 * 3 * 2048 * 4096 * 0.53125, 1.0);
+  EXPECT_NEAR(b1.experts * 2 / 0.53125, b1_bf16.experts, 1.0);
+  // The bf16 LM head (1.06 GB) stays; the FP8 linears take half their bf16 bytes.
+  EXPECT_LT(b1.dense, b1_bf16.dense * 0.8);
+  EXPECT_GT(b1.dense, 129280.0 * 4096 * 2);
+  EXPECT_EQ(b1.state, b1_bf16.state);
+  EXPECT_EQ(native.token_flops(100), bf16.token_flops(100));
+  EXPECT_NEAR(native.decode_bytes(64, 4096).experts * 2 / 0.53125, bf16.decode_bytes(64, 4096).experts, 1e3);
+}
+
 }  // namespace
 }  // namespace deepinfer

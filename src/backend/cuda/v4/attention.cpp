@@ -160,9 +160,10 @@ void CudaV4Backend::attention_projected(int layer, Tensor q, Tensor kv, const De
   const CudaWeight& wa = cw(wo_a);
   const CudaWeight& wb = cw(wo_b);
   const int heads = static_cast<int>(q.cols / kMqaHd);
-  const bool fused = fused_attention_fits(layer, q.rows, q.cols) && wa.b16 && wa.count == 1 && groups > 0 && q.cols % groups == 0 &&
-                     wa.rows % groups == 0 && wa.cols == q.cols / groups && wb.b16 && wb.count == 1 && wb.cols == wa.rows &&
-                     out.rows == q.rows && out.cols == wb.rows;
+  // (weights kept as stored: their bf16 matrices made per call, gemm_bf16's matrix_bf16)
+  const bool fused = fused_attention_fits(layer, q.rows, q.cols) && wa.has_matrix() && wa.count == 1 && groups > 0 &&
+                     q.cols % groups == 0 && wa.rows % groups == 0 && wa.cols == q.cols / groups && wb.has_matrix() && wb.count == 1 &&
+                     wb.cols == wa.rows && out.rows == q.rows && out.cols == wb.rows;
   if (!fused)  // (attention converts a bf16 query)
     return Backend::attention_projected(layer, q, kv, sinks, selected, unrope, wo_a, groups, wo_b, out);
   Op op(*this, "attention + wo_a + wo_b (bf16 between)");
