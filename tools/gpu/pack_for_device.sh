@@ -7,7 +7,8 @@
 # Build first, here: -DDEEPINFER_CUDA_ARCHS=90a, targets deepinfer deepinfer_cuda deepinfer_cli
 # test_cuda_backend engine_bench sampler_bench native_checkpoint native_gemv_bench. Copy the checkout with its bundle folder to the GPU machine; there,
 # in the bundle folder: QUIET_OPS=1 PER_TEST=90 bash run_tests.sh; TESTS=0 BENCH_SECONDS=280 bash run_bench.sh
-# (per-kernel decode times under Nsight Compute: bash ncu_decode_step.sh). The scripts write their
+# (per-kernel decode times under Nsight Compute: bash ncu_decode_step.sh; native weights against the CPU:
+# bash compare_native.sh). The scripts write their
 # results to out/ there (or to the folder the environment variable OUT names). cuBLAS comes from the machine: its CUDA toolkit, or
 # python's nvidia.cublas package.
 set -euo pipefail
@@ -27,6 +28,7 @@ rm -rf .carry/stage
 cp tools/gpu/device_env.sh .carry/
 cp tools/gpu/run_tests_on_device.sh .carry/run_tests.sh
 cp tools/gpu/run_bench_on_device.sh .carry/run_bench.sh
-cp tools/gpu/ncu_decode_step.sh tools/gpu/ncu_step_table.py tools/gpu/ncu_sass_top.py tools/gpu/ab_on_device.sh .carry/
-cp tools/bench/configs/v4-flash-4l.json .carry/
+cp tools/gpu/ncu_decode_step.sh tools/gpu/ncu_step_table.py tools/gpu/ncu_sass_top.py tools/gpu/ab_on_device.sh \
+  tools/gpu/compare_native.sh tools/gpu/compare_logits.py .carry/
+cp tools/bench/configs/v4-flash-4l.json tools/bench/configs/v4-flash-2l-32e.json .carry/
 du -sh .carry
