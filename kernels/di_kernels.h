@@ -6,6 +6,7 @@
 #include "compressor.h"
 #include "dequantize.h"
 #include "elementwise.h"
+#include "fp8_operands.h"
 #include "gemv.h"
 #include "hyper_connection.h"
 #include "indexer.h"

@@ -16,10 +16,9 @@ Result<void> create_blas(cudaStream_t stream, cublasHandle_t& handle, void*& wor
   if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: cannot create a handle: {}", blas_name(s));
   s = cublasSetStream(handle, stream);
   if (s == CUBLAS_STATUS_SUCCESS) {
-    constexpr size_t kWs = size_t(32) << 20;
-    DI_TRY(ws, device_alloc<char>(kWs, "cuBLAS workspace"));
+    DI_TRY(ws, device_alloc<char>(kBlasWorkspaceBytes, "cuBLAS workspace"));
     workspace = ws;
-    s = cublasSetWorkspace(handle, workspace, kWs);
+    s = cublasSetWorkspace(handle, workspace, kBlasWorkspaceBytes);
   }
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);  // no TF32 for fp32 products
   if (s != CUBLAS_STATUS_SUCCESS) return make_error(Code::kBackend, "cuBLAS: setting up a handle: {}", blas_name(s));
@@ -45,6 +44,8 @@ Result<void> CudaDevice::init(const CudaFeatures& features) {
   DI_TRYV(upload_.init());
   DI_TRYV(create_blas(stream_.id, blas_, blas_ws_));
   DI_TRYV(create_blas(side_stream_.id, side_blas_, side_blas_ws_));  // (its own workspace: both may run at once)
+  if (const cublasStatus_t s = fp8_gemm_.init(); s != CUBLAS_STATUS_SUCCESS)
+    return make_error(Code::kBackend, "cuBLASLt: cannot create a handle: {}", blas_name(s));
   DI_TRY(c, device_alloc<unsigned>(kCounters, "kernel counters"));
   counters_ = c;
   e = cudaMemset(counters_, 0, kCounters * sizeof(unsigned));

@@ -14,16 +14,17 @@
 // or begin_forward.
 #pragma once
 
+#include "attention.h"
 #include "backend/backend.h"
 #include "backend/cuda/batch_upload.h"
-#include "backend/cuda/weight_stager.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/device_arena.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/graphs.h"
 #include "backend/cuda/profiling.h"
 #include "backend/cuda/sample_pack.h"
-#include "attention.h"
+#include "backend/cuda/weight_stager.h"
 #include "gemv.h"
 #include "moe.h"
 
@@ -36,6 +37,8 @@ namespace deepinfer {
 // fusions: products of one input as one launch, the input norm inside it, the next hyper-connection
 // mix inside hc_post, the gate product inside the routing, the shared expert beside the routed ones.
 inline constexpr int64_t kDecodeRows = kernels::kGemvMaxRows;
+// Each cuBLAS handle's workspace (cuBLASLt's products on the handle's stream use it too).
+inline constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 
 class CudaDevice : public Backend {
  public:
@@ -160,8 +163,9 @@ class CudaDevice : public Backend {
   struct Lane {
     kn::Stream stream;
     cublasHandle_t blas;
+    void* workspace;  // the handle's (kBlasWorkspaceBytes)
   };
-  Lane main_lane() const { return {stream_, blas_}; }
+  Lane main_lane() const { return {stream_, blas_, blas_ws_}; }
   // C[i] (rows x n, ldc) = X[i] (rows x k, ldx) @ W[i]^T for `batch` groups: X[i] = x + i * k,
   // W[i] = w + w_off + i * w_stride, C[i] = c + i * n. bf16 weights (activations rounded to bf16)
   // unless prefer_f32 and the weight has an fp32 copy; fp32 accumulation either way.
@@ -180,6 +184,11 @@ class CudaDevice : public Backend {
   // (nothing launched) where the kernel does not take them, else true with `ok` the launches' result.
   bool native_products(const float* x, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off, int64_t n, int64_t wk,
                        int64_t w_stride, int batch, float* c, int64_t ldc, bool& ok);
+  // gemm_bf16's products with an FP8 weight kept as stored on the FP8 tensor cores (fp8_gemm.h, the
+  // activations quantized per row and 128 columns): false (nothing launched) where they do not take
+  // the weight, else true with `ok` the launches' result.
+  bool fp8_products(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off,
+                    int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16, bool& ok);
   bool bf16_products_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs);
   bool gemv_list_of(Tensor x, std::span<const DeviceWeight* const> ws, std::span<const Tensor> outs, kn::GemvList& list);
 
@@ -221,6 +230,7 @@ class CudaDevice : public Backend {
   kn::Stream stream_;              // the stream of every op, with the `pdl` option for its launches
   cublasHandle_t blas_ = nullptr;
   void* blas_ws_ = nullptr;
+  Fp8Gemm fp8_gemm_;
   bool failed_ = false;
   Error error_;
   int op_depth_ = 0;

@@ -5,6 +5,7 @@
 // tile_linear.h's kernels, picked by the weight's shape alone (their sums do not depend on the rows).
 #include "backend/cuda/cuda_device.h"
 #include "elementwise.h"
+#include "fp8_operands.h"
 #include "gemv.h"
 #include "native_gemv.h"
 #include "tile_linear.h"
@@ -16,6 +17,14 @@ namespace {
 
 // Batch-invariant products with at least this many outputs (all groups) run on wgmma.
 constexpr int64_t kInvariantWgmmaOutputs = 4096;
+// FP8 weights kept as stored with at least this many outputs run on the FP8 tensor cores beyond
+// decode: measured 1.1-4x faster there than dequantizing per call for cuBLAS's bf16 product (V4-Flash's
+// shapes at 64 to 4096 rows, tools/bench/fp8_prefill_bench), no faster or slower below (512 and 1024
+// outputs: the weight's scales and the activations' quantization are launches of their own).
+constexpr int64_t kFp8TensorCoreMinOutputs = 2048;
+// cuBLASLt (CUDA 13) has block-scaled E4M3 algorithms only for row counts that are multiples of 4
+// (fp8_prefill_bench's table); other counts take the dequantized product.
+constexpr int64_t kFp8RowMultiple = 4;
 
 }  // namespace
 
@@ -196,10 +205,40 @@ bool CudaDevice::native_products(const float* x, int64_t rows, int64_t k, int64_
   return true;
 }
 
+bool CudaDevice::fp8_products(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w,
+                              int64_t w_off, int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16,
+                              bool& ok) {
+  constexpr int64_t B = kn::kFp8ScaleBlock;
+  const kn::QuantizedWeight& q = w.stored;
+  if (invariant_ || !w.stored_values || w.stored_format != kn::StoredFormat::kFp8Block || w.count > 1 || n < kFp8TensorCoreMinOutputs ||
+      wk != k || k != q.cols || k % B != 0 || n % B != 0 || w_off % (B * k) != 0 || (batch > 1 && w_stride != n * k) || q.block_rows != B ||
+      q.block_cols != B || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(xb) % 8 != 0 || rows % kFp8RowMultiple != 0)
+    return false;
+  const int64_t kb = k / B, ld = (kb + 3) / 4 * 4;  // (cuBLASLt reads a block row's scales padded to 4)
+  auto* xq = static_cast<uint8_t*>(temp(static_cast<size_t>(rows * k)));
+  auto* xs = static_cast<float*>(temp(static_cast<size_t>(rows * kb) * 4));
+  auto* ws = static_cast<float*>(temp(static_cast<size_t>(n / B * ld) * 4));
+  ok = xq && xs && ws;
+  for (int g = 0; ok && g < batch; ++g) {
+    const kn::QuantizedWeight wg = stored_rows(q, w_off / k + g * n, n);
+    ok = check(kn::weight_scales_f32(wg, ws, ld, lane.stream), "FP8 weight scales") &&
+         check(kn::quantize_activations_e4m3(xb + g * k, rows, k, ldx, xq, xs, lane.stream), "FP8 activations");
+    if (!ok) break;
+    void* out = c_bf16 ? static_cast<void*>(reinterpret_cast<kn::bf16_t*>(c) + g * n) : static_cast<void*>(c + g * n);
+    const cublasStatus_t s =
+        fp8_gemm_.run({wg.values, ws, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F}, {xq, xs, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F}, rows,
+                      n, k, out, ldc, c_bf16, lane.workspace, kBlasWorkspaceBytes, lane.stream.id);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED && g == 0) return false;  // (no algorithm for the shape: the bf16 product)
+    ok = check_blas(s, "FP8 GEMM");
+  }
+  return true;
+}
+
 // gemm's cuBLAS product from activations already in bf16 (c_bf16: c holds bf16 values), on `lane`.
 bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows, int64_t k, int64_t ldx, const CudaWeight& w, int64_t w_off,
                            int64_t n, int64_t wk, int64_t w_stride, int batch, float* c, int64_t ldc, bool c_bf16) {
   const float one = 1.0f, zero = 0.0f;
+  if (bool ok = false; fp8_products(lane, xb, rows, k, ldx, w, w_off, n, wk, w_stride, batch, c, ldc, c_bf16, ok)) return ok;
   const kn::bf16_t* wb = matrix_bf16(w, lane.stream);
   if (!wb) return false;
   if (invariant_) {

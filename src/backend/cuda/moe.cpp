@@ -28,8 +28,8 @@ constexpr int64_t kWgmmaMoeMaxRows = 128;
 // its largest count.
 constexpr size_t kMoeGroupExperts = 64;
 // Experts kept as stored (native_weights): rows x top_k (row, expert) pairs up to this many per expert
-// read the experts per pair (native_experts: each pair reads its expert's bytes, so a popular expert
-// is read more than once); more pairs dequantize the whole stack for the prefill paths.
+// run on the decode products (native_experts: per pair, or by expert with up to 8 pairs an expert
+// read); more pairs take the prefill paths (MXFP4 wgmma tiles, else the stack dequantized per call).
 constexpr int64_t kNativePairsPerExpert = 2;
 
 }  // namespace
@@ -236,7 +236,7 @@ void CudaDevice::moe_ffn(Tensor x, IntTensor experts, Tensor weights, const Expe
     const bool beside = mode() == LaunchMode::kEager;
     if (beside && (!check(cudaEventRecord(fork_event_, stream_.id), "fork") || !check(cudaStreamWaitEvent(side_stream_.id, fork_event_), "fork")))
       return;
-    const Lane lane = beside ? Lane{side_stream_, side_blas_} : main_lane();
+    const Lane lane = beside ? Lane{side_stream_, side_blas_, side_blas_ws_} : main_lane();
     const bool shared_ok = shared_expert(lane, xb, x.rows, d, s1, s3, s2, shared.limit, out);
     if (beside) join_pending_ = check(cudaEventRecord(join_event_, side_stream_.id), "join");
     if (shared_ok) routed_experts(x, xb, experts, weights, routed, out);
@@ -428,20 +428,20 @@ bool CudaDevice::gemv_experts(Tensor x, const kn::GemvExperts& g, int64_t inter,
 // Decode rows against experts kept as stored (native_weights): for each (row, expert) pair the gate
 // and up products (kernels/native_gemv.h, expert ids read on the device), the SwiGLU, the down
 // product, then each row's weighted sum in a fixed order. False (nothing launched) where the pairs
-// are too many (the caller dequantizes the stack) or the kernels do not take the shapes.
+// are too many (the caller's prefill paths) or the kernels do not take the shapes.
 bool CudaDevice::native_experts(Tensor x, IntTensor experts, Tensor weights, const CudaWeight& w1, const CudaWeight& w3,
                                 const CudaWeight& w2, float limit, Tensor out) {
   const int64_t n_exp = w1.count, inter = w1.rows, d = x.cols, pairs = x.rows * experts.cols;
   const int k = static_cast<int>(experts.cols);
-  if (invariant_ || pairs > kNativePairsPerExpert * n_exp || pairs > 65535) return false;
+  if (invariant_ || pairs > kNativePairsPerExpert * n_exp || pairs > 65535 ||
+      !kn::native_gemv_supported(w1.stored, w1.stored_format, x.data, d) ||
+      !kn::native_gemv_supported(w3.stored, w3.stored_format, x.data, d))
+    return false;
   auto* g = static_cast<float*>(temp(static_cast<size_t>(pairs * inter) * 4));
   auto* u = static_cast<float*>(temp(static_cast<size_t>(pairs * inter) * 4));
   auto* y = static_cast<float*>(temp(static_cast<size_t>(pairs * d) * 4));
   if (!g || !u || !y) return true;  // (failed: the error is kept)
-  if (!kn::native_gemv_supported(w1.stored, w1.stored_format, x.data, d) ||
-      !kn::native_gemv_supported(w3.stored, w3.stored_format, x.data, d) ||
-      !kn::native_gemv_supported(w2.stored, w2.stored_format, g, inter))
-    return false;
+  if (!kn::native_gemv_supported(w2.stored, w2.stored_format, g, inter)) return false;  // (g: the arena's alignment)
   if (check(kn::native_expert_gemv(x.data, d, experts.data, pairs, k, w1.stored, n_exp, w1.stored_format, g, inter, stream_),
             "expert gate (native)") &&
       check(kn::native_expert_gemv(x.data, d, experts.data, pairs, k, w3.stored, n_exp, w3.stored_format, u, inter, stream_),
