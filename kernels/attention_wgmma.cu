@@ -462,15 +462,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-int multiprocessors() {  // of the current device (0 where unknown: one block an item)
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 }  // namespace
 
 bool wgmma_supported() {

@@ -51,29 +51,49 @@ cudaError_t prepare_moe(size_t device_max);
 cudaError_t prepare_tile_linear(size_t device_max);
 cudaError_t prepare_moe_wgmma(size_t device_max);
 
-// launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute.
+// launch(kernel, grid, block, smem, stream)(args...): the <<<>>> launch with the PDL attribute;
+// launch(...).cluster(n)(args...) also groups the blocks in clusters of n along x (sm_90).
 template <typename... P>
 struct Launch {
   void (*kernel)(P...);
   cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attrs;
+  Launch& cluster(unsigned n) {
+    attr[n_attrs].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attrs].val.clusterDim.x = n;
+    attr[n_attrs].val.clusterDim.y = 1;
+    attr[n_attrs].val.clusterDim.z = 1;
+    ++n_attrs;
+    return *this;
+  }
   template <typename... A>
   cudaError_t operator()(A&&... args) {
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = n_attrs;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
   }
 };
 template <typename... P>
 Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, Stream s) {
-  Launch<P...> l{kernel, {}, {}};
+  Launch<P...> l{kernel, {}, {}, 1};
   l.cfg.gridDim = grid;
   l.cfg.blockDim = block;
   l.cfg.dynamicSmemBytes = smem;
   l.cfg.stream = s.id;
-  l.attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  l.attr.val.programmaticStreamSerializationAllowed = s.pdl ? 1 : 0;
+  l.attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  l.attr[0].val.programmaticStreamSerializationAllowed = s.pdl ? 1 : 0;
   return l;
+}
+
+// The current device's multiprocessors (0 where unknown).
+inline int multiprocessors() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

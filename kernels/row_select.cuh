@@ -1,8 +1,11 @@
-// One block's passes over a row of logits, the building blocks of the sampler's select kernel
-// (sampling.cu, the only file that includes this): block reductions and scans, loops over the row,
-// the first crossing of a running total in token id order, and the shortest rank prefix of a
-// candidate set that holds a count or a mass. Every result is exact (integer sums, min / max, a
-// sort by a total order), so it depends on the row alone, not on the thread that saw what.
+// One row's passes over its logits, the building blocks of the sampler's select kernel
+// (sampling.cu, the only file that includes this): reductions and scans, loops over the row, the
+// first crossing of a running total in token id order, and the shortest rank prefix of a candidate
+// set that holds a count or a mass. A row is taken by one block or, at small batches on sm_90, by a
+// cluster of blocks: each block loops over its slice of the row, and every reduction is completed
+// across the cluster through distributed shared memory, so each block holds the row's results.
+// Every result is exact (integer sums, min / max, a sort by a total order), so it depends on the
+// row alone, not on the thread or block that saw what.
 #pragma once
 
 #include "common.cuh"
@@ -14,14 +17,16 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 512;  // a block: the select kernel's, one per row
+constexpr int kThreads = 512;  // a block of the select kernel
 constexpr int kWarps = kThreads / 32;
+constexpr int kMaxRowBlocks = 8;  // blocks sharing a row (the largest portable cluster; 16 measured no faster)
 constexpr int kBuckets = 2048;
 constexpr int kCompact = 2048;  // boundary buckets of at most this many members are sorted in shared memory
 constexpr int kTopSlots = 32;   // top logprobs gathered in Shared::top (>= kMaxTopLogprobs)
 static_assert(kCompact <= 4 * kThreads && kCompact <= kBuckets + kBuckets / 2, "walk_sorted takes 4 entries a thread");
 static_assert(kTopSlots >= kMaxTopLogprobs, "top logprobs slots");
-static_assert(kBuckets % 32 == 0, "find_boundary gives each lane kBuckets / 32 buckets");
+static_assert(kBuckets % 32 == 0 && ((kBuckets / 32) & (kBuckets / 32 - 1)) == 0, "find_boundary gives each lane kBuckets / 32 buckets");
+static_assert(kBuckets % kThreads == 0, "histograms are summed kBuckets / kThreads buckets a thread");
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
@@ -38,7 +43,54 @@ __device__ __forceinline__ unsigned long long sort_key(float v, int64_t t) {
   return (static_cast<unsigned long long>(rank_key(v)) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(t));
 }
 
-// --- block helpers (kThreads threads)
+// --- the row's blocks
+
+// This block's rank among the row's blocks, and their number (a cluster's; 1 without clusters).
+__device__ __forceinline__ unsigned row_block() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cg::this_cluster().block_rank();
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ unsigned row_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cg::this_cluster().num_blocks();
+#else
+  return 1;
+#endif
+}
+// A barrier of every thread of the row's blocks; their shared-memory writes before it are visible
+// to all after it.
+__device__ __forceinline__ void row_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cg::this_cluster().sync();
+#else
+  __syncthreads();
+#endif
+}
+// The object at p in the shared memory of the row's block `rank`.
+template <class T>
+__device__ __forceinline__ T* in_block(T* p, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cg::this_cluster().map_shared_rank(p, rank);
+#else
+  return p;
+#endif
+}
+
+// The tokens of the row this block loops over: an equal share, a multiple of 4 (16-byte vectors).
+struct Slice {
+  int64_t begin, end;
+};
+__device__ __forceinline__ Slice my_slice(int64_t n) {
+  const unsigned nb = row_blocks();
+  const int64_t per = ((n + nb - 1) / nb + 3) / 4 * 4;
+  const int64_t begin = min(n, per * row_block());
+  return Slice{begin, min(n, begin + per)};
+}
+
+// --- reductions over the row (kThreads threads a block)
 
 __device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
 #pragma unroll
@@ -48,10 +100,13 @@ __device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v)
 
 struct Shared {
   unsigned long long big[kBuckets + kBuckets / 2];  // a histogram (masses, then counts) or a sort buffer
+  unsigned long long stage[kCompact];               // a block's members of a bucket, gathered into big by every block
   unsigned long long red[kWarps], scan[kWarps];
   float fmax[kWarps], fmin[kWarps];
   int64_t imin[kWarps], icount[kWarps], iarg[kWarps];
   unsigned long long top[kTopSlots];
+  unsigned long long xchg[2];                      // this block's part of an exchange between the row's blocks
+  unsigned long long gathered[2 * kMaxRowBlocks];  // every block's part, by rank
   // results handed from one thread to all
   int boundary;
   unsigned boundary_count;
@@ -62,7 +117,32 @@ struct Shared {
   unsigned n_compact;
 };
 
-__device__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
+// Every block's v (the same in all its threads), by rank: valid until the next exchange. Every
+// thread of the row's blocks calls it, in the same sequence of exchanges.
+template <class T>
+__device__ const T* gather_blocks(T v, Shared& sh) {
+  static_assert(sizeof(T) <= sizeof(sh.xchg) && alignof(T) <= alignof(unsigned long long), "an exchange slot");
+  T* slot = reinterpret_cast<T*>(sh.xchg);
+  T* all = reinterpret_cast<T*>(sh.gathered);
+  if (threadIdx.x == 0) *slot = v;
+  row_sync();
+  if (threadIdx.x < row_blocks()) all[threadIdx.x] = *in_block(slot, threadIdx.x);
+  row_sync();  // (the slots are written again by the next exchange)
+  return all;
+}
+
+// op over the blocks' parts (op exact, associative and commutative: the same result in every block).
+template <class T, class Op>
+__device__ T across_blocks(T v, Op op, Shared& sh) {
+  const unsigned nb = row_blocks();
+  if (nb == 1) return v;
+  const T* all = gather_blocks(v, sh);
+  T acc = all[0];
+  for (unsigned b = 1; b < nb; ++b) acc = op(acc, all[b]);
+  return acc;
+}
+
+__device__ unsigned long long row_sum_u64(unsigned long long v, Shared& sh) {
   v = warp_sum_u64(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = v;
@@ -70,10 +150,11 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, Shared& sh) {
   unsigned long long t = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) t += sh.red[w];
-  return t;
+  return across_blocks(
+      t, [](unsigned long long a, unsigned long long b) { return a + b; }, sh);
 }
 
-__device__ int64_t block_sum_i64(int64_t v, Shared& sh) {
+__device__ int64_t row_sum_i64(int64_t v, Shared& sh) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   __syncthreads();
@@ -82,10 +163,11 @@ __device__ int64_t block_sum_i64(int64_t v, Shared& sh) {
   int64_t t = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) t += sh.icount[w];
-  return t;
+  return across_blocks(
+      t, [](int64_t a, int64_t b) { return a + b; }, sh);
 }
 
-__device__ int64_t block_min_i64(int64_t v, Shared& sh) {
+__device__ int64_t row_min_i64(int64_t v, Shared& sh) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = min(v, static_cast<int64_t>(__shfl_xor_sync(kFull, v, o)));
   __syncthreads();
@@ -94,11 +176,12 @@ __device__ int64_t block_min_i64(int64_t v, Shared& sh) {
   int64_t t = sh.imin[0];
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) t = min(t, sh.imin[w]);
-  return t;
+  return across_blocks(
+      t, [](int64_t a, int64_t b) { return min(a, b); }, sh);
 }
 
-// Block max and min of floats (every thread gets both).
-__device__ float2 block_max_min(float mx, float mn, Shared& sh) {
+// The row's max and min of floats (every thread gets both).
+__device__ float2 row_max_min(float mx, float mn, Shared& sh) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
@@ -117,11 +200,17 @@ __device__ float2 block_max_min(float mx, float mn, Shared& sh) {
     mx = fmaxf(mx, sh.fmax[w]);
     mn = fminf(mn, sh.fmin[w]);
   }
-  return make_float2(mx, mn);
+  return across_blocks(
+      make_float2(mx, mn), [](float2 a, float2 b) { return make_float2(fmaxf(a.x, b.x), fminf(a.y, b.y)); }, sh);
 }
 
+struct ValueId {
+  float v;
+  int64_t id;
+};
+
 // The first id of the largest value (ids of -inf values count too; value -inf: none larger).
-__device__ int64_t block_argmax(float v, int64_t id, Shared& sh) {
+__device__ int64_t row_argmax(float v, int64_t id, Shared& sh) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(kFull, v, o);
@@ -145,10 +234,12 @@ __device__ int64_t block_argmax(float v, int64_t id, Shared& sh) {
       v = sh.fmax[w];
       id = sh.iarg[w];
     }
-  return id;
+  const ValueId best = across_blocks(
+      ValueId{v, id}, [](ValueId a, ValueId b) { return b.v > a.v || (b.v == a.v && b.id < a.id) ? b : a; }, sh);
+  return best.id;
 }
 
-// Exclusive prefix over the block in thread order; *total gets the block's sum.
+// Exclusive prefix over this block in thread order; *total gets the block's sum.
 __device__ unsigned long long block_exclusive_scan_u64(unsigned long long v, Shared& sh, unsigned long long* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned long long x = v;
@@ -170,25 +261,26 @@ __device__ unsigned long long block_exclusive_scan_u64(unsigned long long v, Sha
   return before + x - v;
 }
 
-// f(t, row[t]) for every token, threads striding over the row. Each thread loads kAhead tokens at
-// once (loads in flight hide the memory latency), then runs f on them in a loop that is not
-// unrolled (f's body once: the heavier passes would spill with more), rotating the values through
-// registers.
+// f(t, row[t]) for every token of this block's slice, threads striding over it. Each thread loads
+// kAhead tokens at once (loads in flight hide the memory latency), then runs f on them in a loop
+// that is not unrolled (f's body once: the heavier passes would spill with more), rotating the
+// values through registers.
 constexpr int kAhead = 8;
 
 template <class F>
 __device__ __forceinline__ void for_each_token(const float* row, int64_t n, F&& f) {
-  for (int64_t base = threadIdx.x; base < n; base += kAhead * kThreads) {
+  const Slice sl = my_slice(n);
+  for (int64_t base = sl.begin + threadIdx.x; base < sl.end; base += kAhead * kThreads) {
     float v[kAhead];
 #pragma unroll
     for (int k = 0; k < kAhead; ++k) {
       const int64_t t = base + k * kThreads;
-      v[k] = t < n ? row[t] : 0.0f;
+      v[k] = t < sl.end ? row[t] : 0.0f;
     }
 #pragma unroll 1
     for (int k = 0; k < kAhead; ++k) {
       const int64_t t = base + k * kThreads;
-      if (t < n) f(t, v[0]);
+      if (t < sl.end) f(t, v[0]);
 #pragma unroll
       for (int j = 0; j + 1 < kAhead; ++j) v[j] = v[j + 1];
     }
@@ -199,17 +291,19 @@ __device__ __forceinline__ void for_each_token(const float* row, int64_t n, F&& 
 template <class F>
 __device__ __forceinline__ void for_each_token_vec(const float* row, int64_t n, F&& f) {
   if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
-    const float4* r4 = reinterpret_cast<const float4*>(row);
-    const int64_t n4 = n >> 2;
+    const Slice sl = my_slice(n);  // (begins at a multiple of 4)
+    const float4* r4 = reinterpret_cast<const float4*>(row + sl.begin);
+    const int64_t n4 = (sl.end - sl.begin) >> 2;
 #pragma unroll 4
     for (int64_t i = threadIdx.x; i < n4; i += kThreads) {
       const float4 v = r4[i];
-      f(4 * i, v.x);
-      f(4 * i + 1, v.y);
-      f(4 * i + 2, v.z);
-      f(4 * i + 3, v.w);
+      const int64_t t = sl.begin + 4 * i;
+      f(t, v.x);
+      f(t + 1, v.y);
+      f(t + 2, v.z);
+      f(t + 3, v.w);
     }
-    for (int64_t t = 4 * n4 + threadIdx.x; t < n; t += kThreads) f(t, row[t]);
+    for (int64_t t = sl.begin + 4 * n4 + threadIdx.x; t < sl.end; t += kThreads) f(t, row[t]);
   } else {
     for_each_token(row, n, f);
   }
@@ -250,6 +344,34 @@ __device__ void histogram(const S& set, int64_t vocab, bool by_mass, float lo, f
     if (by_mass) atomicAdd(&mass[b], set.mass(v));
   });
   __syncthreads();
+  const unsigned nb = row_blocks();
+  if (nb == 1) return;
+  // Every block sums the row's blocks' histograms into its own.
+  constexpr int kPer = kBuckets / kThreads;
+  unsigned long long m[kPer];
+  unsigned c[kPer];
+  row_sync();
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    m[i] = 0;
+    c[i] = 0;
+  }
+  for (unsigned r = 0; r < nb; ++r) {
+    const unsigned long long* rm = in_block(mass, r);
+    const unsigned* rc = in_block(count, r);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      c[i] += rc[threadIdx.x + i * kThreads];
+      if (by_mass) m[i] += rm[threadIdx.x + i * kThreads];
+    }
+  }
+  row_sync();
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    count[threadIdx.x + i * kThreads] = c[i];
+    mass[threadIdx.x + i * kThreads] = m[i];
+  }
+  __syncthreads();
 }
 
 // The bucket where the running total (counts or masses, from bucket 0) first reaches `need` (with
@@ -263,7 +385,10 @@ __device__ void find_boundary(bool by_mass, unsigned long long need, float fract
     const int lane = threadIdx.x, b0 = lane * kPer;
     unsigned long long sum = 0;
 #pragma unroll 8
-    for (int i = 0; i < kPer; ++i) sum += by_mass ? mass[b0 + i] : count[b0 + i];
+    for (int i = 0; i < kPer; ++i) {  // (each lane starts at its own offset: lanes kPer apart would share a bank)
+      const int b = b0 + ((i + lane) & (kPer - 1));
+      sum += by_mass ? mass[b] : count[b];
+    }
     unsigned long long incl = sum;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -306,14 +431,16 @@ __device__ void find_boundary(bool by_mass, unsigned long long need, float fract
 }
 
 // The token at which the running total of metric(t, row[t]) over the row in id order first exceeds
-// target_of(total) (< total); -1 where it never does. Each warp owns a contiguous range: the warps'
-// sums locate the range, then the block scans it 4 tokens a thread.
+// target_of(total) (< total); -1 where it never does. Each warp owns a contiguous range of its
+// block's slice: the blocks' and then the warps' sums locate the range, then its block scans it 4
+// tokens a thread.
 template <class Metric, class Target>
 __device__ int64_t ordered_find(const float* row, int64_t vocab, const Metric& metric, const Target& target_of, Shared& sh) {
   constexpr int64_t kStep = 4 * kThreads;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t per_warp = ((vocab + kWarps - 1) / kWarps + kStep - 1) / kStep * kStep;
-  const int64_t begin = warp * per_warp, end = min(vocab, begin + per_warp);
+  const Slice sl = my_slice(vocab);
+  const int64_t per_warp = ((sl.end - sl.begin + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int64_t begin = sl.begin + warp * per_warp, end = min(sl.end, begin + per_warp);
   unsigned long long sum = 0;
   for (int64_t at = begin + lane; at < end; at += kAhead * 32) {  // kAhead loads in flight, as for_each_token
     float v[kAhead];
@@ -330,56 +457,65 @@ __device__ int64_t ordered_find(const float* row, int64_t vocab, const Metric& m
   __syncthreads();
   if (lane == 0) sh.red[warp] = sum;
   __syncthreads();
+  const unsigned nb = row_blocks();
+  unsigned long long mine = 0;
+  for (int w = 0; w < kWarps; ++w) mine += sh.red[w];
+  const unsigned long long* block_sums = nb == 1 ? &mine : gather_blocks(mine, sh);
   if (threadIdx.x == 0) {
     unsigned long long total = 0;
-    for (int w = 0; w < kWarps; ++w) total += sh.red[w];
+    for (unsigned r = 0; r < nb; ++r) total += block_sums[r];
     const unsigned long long target = target_of(total);
-    int at = -1;
     unsigned long long acc = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      if (target < acc + sh.red[w]) {
-        at = w;
-        break;
+    unsigned owner = 0;
+    while (owner < nb && target >= acc + block_sums[owner]) acc += block_sums[owner++];
+    int at = -1;
+    if (owner == row_block())
+      for (int w = 0; w < kWarps; ++w) {
+        if (target < acc + sh.red[w]) {
+          at = w;
+          break;
+        }
+        acc += sh.red[w];
       }
-      acc += sh.red[w];
-    }
     sh.find_warp = at;
     sh.find_rem = target - acc;
     sh.found = -1;
   }
   __syncthreads();
   const int at = sh.find_warp;
-  if (at < 0) return -1;
-  unsigned long long rem = sh.find_rem;
-  const int64_t wb = at * per_warp, we = min(vocab, wb + per_warp);
-  for (int64_t base = wb; base < we; base += kStep) {
-    const int64_t t0 = base + 4 * threadIdx.x;
-    unsigned long long m[4], s = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      m[j] = t0 + j < we ? metric(t0 + j, row[t0 + j]) : 0;
-      s += m[j];
-    }
-    unsigned long long step_total;
-    const unsigned long long excl = block_exclusive_scan_u64(s, sh, &step_total);
-    if (excl <= rem && rem < excl + s) {
-      unsigned long long acc = excl;
+  if (at >= 0) {  // this block's warp `at` holds it
+    unsigned long long rem = sh.find_rem;
+    const int64_t wb = sl.begin + at * per_warp, we = min(sl.end, wb + per_warp);
+    for (int64_t base = wb; base < we; base += kStep) {
+      const int64_t t0 = base + 4 * threadIdx.x;
+      unsigned long long m[4], s = 0;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        acc += m[j];
-        if (acc > rem) {
-          sh.found = t0 + j;
-          break;
+        m[j] = t0 + j < we ? metric(t0 + j, row[t0 + j]) : 0;
+        s += m[j];
+      }
+      unsigned long long step_total;
+      const unsigned long long excl = block_exclusive_scan_u64(s, sh, &step_total);
+      if (excl <= rem && rem < excl + s) {
+        unsigned long long acc = excl;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc += m[j];
+          if (acc > rem) {
+            sh.found = t0 + j;
+            break;
+          }
         }
       }
+      __syncthreads();
+      if (sh.found >= 0) break;
+      rem -= step_total;
     }
-    __syncthreads();
-    if (sh.found >= 0) break;
-    rem -= step_total;
   }
   const int64_t found = sh.found;
   __syncthreads();
-  return found;
+  return across_blocks(
+      found, [](int64_t a, int64_t b) { return max(a, b); }, sh);
 }
 
 // Sorts n keys descending (bitonic, n padded to a power of two with zeros, which sort last).
@@ -404,9 +540,12 @@ __device__ void sort_desc(unsigned long long* buf, int n) {
     }
 }
 
-// The members of bucket b (values in [lo, hi]) as sort keys in sh.big, sorted descending.
+// The members of bucket b (values in [lo, hi]; n of them in the row) as sort keys in sh.big, sorted
+// descending.
 template <class S>
 __device__ void sort_bucket(const S& set, int64_t vocab, float lo, float hi, double scale, int b, int n, Shared& sh) {
+  const unsigned nb = row_blocks();
+  unsigned long long* mine = nb == 1 ? sh.big : sh.stage;  // (several blocks: gathered into big below)
   __syncthreads();
   if (threadIdx.x == 0) sh.n_compact = 0;
   __syncthreads();
@@ -417,9 +556,19 @@ __device__ void sort_bucket(const S& set, int64_t vocab, float lo, float hi, dou
     unsigned slot = 0;
     if (g.thread_rank() == 0) slot = atomicAdd(&sh.n_compact, g.size());
     slot = g.shfl(slot, 0) + g.thread_rank();
-    if (slot < static_cast<unsigned>(kCompact)) sh.big[slot] = sort_key(v, t);
+    if (slot < static_cast<unsigned>(kCompact)) mine[slot] = sort_key(v, t);
   });
   __syncthreads();
+  if (nb > 1) {  // the blocks' members in rank order (the sort makes the order irrelevant)
+    const unsigned* counts = gather_blocks(sh.n_compact, sh);
+    unsigned at = 0;
+    for (unsigned r = 0; r < nb; ++r) {
+      const unsigned long long* theirs = in_block(sh.stage, r);
+      for (unsigned i = threadIdx.x; i < counts[r]; i += kThreads) sh.big[at + i] = theirs[i];
+      at += counts[r];
+    }
+    row_sync();  // (the stages are written again by the next sort)
+  }
   sort_desc(sh.big, n);
 }
 
@@ -490,7 +639,7 @@ __device__ Cut select_prefix(const S& set, int64_t vocab, bool by_mass, unsigned
         mn = fminf(mn, v);
       }
     });
-    const float2 r = block_max_min(mx, mn, sh);
+    const float2 r = row_max_min(mx, mn, sh);
     hi = r.x;
     lo = r.y;
   }

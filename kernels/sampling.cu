@@ -4,8 +4,10 @@
 // Two launches. The prepare kernel (blocks of 4096 tokens) writes each row that steps 1-5 change
 // into a work row: grammar mask and allowed tokens densely, then the row's sorted edit list (bias,
 // min_tokens bans, penalties), each token computed from its raw logit in the host's order with the
-// host's float operations. The select kernel (one block per row) then does the rest on that row:
-// the NaN / +inf check, greedy argmax, top_k, temperature, top_p, min_p, the draw and logprobs.
+// host's float operations. The select kernel then does the rest on that row: the NaN / +inf check,
+// greedy argmax, top_k, temperature, top_p, min_p, the draw and logprobs. It gives a row one block,
+// or, where rows are fewer than the multiprocessors, a cluster of up to 8 blocks that share its
+// passes (row_select.cuh): at batch 1 a row's passes are otherwise issue-bound on one SM.
 //
 // Truncations keep a rank prefix of (value descending, id ascending). The cut is found without
 // sorting the row: a histogram of the candidates over 2048 value buckets (counts, or masses for
@@ -26,6 +28,10 @@ namespace {
 constexpr int kPrepThreads = 256;
 constexpr int64_t kPrepChunk = 4096;    // tokens per prepare block: whole mask words
 constexpr float kFixedScale = 0x1p40f;  // masses: weights in 64-bit fixed point
+// Tokens a block of a row's cluster takes at least: below, the cluster's barriers cost more than
+// the split saves (H200, one row: top_p over 4,096 tokens 39 us a call in one block, 47 in two, 55 in
+// eight; over 129,280 tokens 284 us in one, 81 in eight, 86 in sixteen).
+constexpr int64_t kMinRowSlice = 12288;
 
 // --- the host's arithmetic (src/sample/row_math.h), operation by operation (no contraction)
 
@@ -202,8 +208,8 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
       ++finite;
     }
   });
-  const float2 range = block_max_min(mx, mn, sh);
-  finite = block_sum_i64(finite, sh);
+  const float2 range = row_max_min(mx, mn, sh);
+  finite = row_sum_i64(finite, sh);
   const float smax = range.x, smin = range.y;
   unsigned long long sum = 0;
   int64_t before = 0;  // tokens ranked before it: a larger value, or an equal one and a lower id
@@ -212,10 +218,11 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
     sum += fixed_mass(exp_nonpositive(__fsub_rn(v, smax)));
     before += v > own || (v == own && t < token);
   });
-  sum = block_sum_u64(sum, sh);
-  before = block_sum_i64(before, sh);
+  sum = row_sum_u64(sum, sh);
+  before = row_sum_i64(before, sh);
   const double log_z = static_cast<double>(smax) + log(static_cast<double>(sum) * 0x1p-40);
-  if (threadIdx.x == 0) {
+  const bool leader = threadIdx.x == 0 && row_block() == 0;  // writes the row's result
+  if (leader) {
     o->logprob = static_cast<float>(static_cast<double>(own) - log_z);
     o->rank = static_cast<int32_t>(before + 1);
     o->n_top = 0;
@@ -243,7 +250,20 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
     if (slot < static_cast<unsigned>(kTopSlots)) sh.top[slot] = sort_key(v, t);
   });
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (const unsigned nb = row_blocks(); nb > 1) {  // the other blocks' entries to the first (n in all)
+    row_sync();
+    if (leader) {
+      unsigned m = min(sh.n_compact, static_cast<unsigned>(kTopSlots));
+      for (unsigned r = 1; r < nb; ++r) {
+        const Shared* theirs = in_block(&sh, r);
+        const unsigned k = min(theirs->n_compact, static_cast<unsigned>(kTopSlots));
+        for (unsigned i = 0; i < k && m < static_cast<unsigned>(kTopSlots); ++i) sh.top[m++] = theirs->top[i];
+      }
+      sh.n_compact = m;
+    }
+    row_sync();
+  }
+  if (leader) {
     const int m = static_cast<int>(min(static_cast<int64_t>(min(sh.n_compact, static_cast<unsigned>(kTopSlots))), n));
     for (int i = 1; i < m; ++i)  // a handful: insertion sort, descending
       for (int j = i; j > 0 && sh.top[j] > sh.top[j - 1]; --j) {
@@ -265,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                          SampleOut* out, PhiloxConstants philox) {
   pdl_begin();
   __shared__ Shared sh;
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x / row_blocks();
+  const bool leader = threadIdx.x == 0 && row_block() == 0;  // writes the row's result
   const SampleRowSpec sp = specs[r];
   if (sp.flags & kRowSkip) return;
   SampleOut* o = out + r;
@@ -286,9 +307,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   for_each_token_vec(c.raw, vocab, [&](int64_t t, float x) {
     if (!(fabsf(x) < pos_inf()) && t < bad) bad = t;
   });
-  bad = block_min_i64(bad, sh);
+  bad = row_min_i64(bad, sh);
   if (bad < vocab) {
-    if (threadIdx.x == 0) {
+    if (leader) {
       o->token = kSampleBadLogit;
       o->bad_index = static_cast<int32_t>(bad);
       o->bad_value = c.raw[bad];
@@ -310,11 +331,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       best_id = t;
     }
   });
-  const float2 range = block_max_min(mx, mn, sh);
-  finite = block_sum_i64(finite, sh);
-  const int64_t argmax = block_argmax(best, best_id, sh);
+  const float2 range = row_max_min(mx, mn, sh);
+  finite = row_sum_i64(finite, sh);
+  const int64_t argmax = row_argmax(best, best_id, sh);
   if (finite == 0) {
-    if (threadIdx.x == 0) o->token = kSampleNoToken;
+    if (leader) o->token = kSampleNoToken;
     return;
   }
   if (threadIdx.x == 0) {
@@ -349,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         c.work, vocab, DrawSet{c}, [bits](unsigned long long total) { return scale_draw(bits, total); }, sh);
     if (drawn >= 0) token = drawn;  // (the best token always survives with mass 2^40)
   }
-  if (threadIdx.x == 0) o->token = static_cast<int32_t>(token);
+  if (leader) o->token = static_cast<int32_t>(token);
   if (sp.logprobs < 0) return;
   const LogprobSource source = (sp.flags & kRowRawLogprobs) ? LogprobSource::kRaw
                                : greedy                     ? LogprobSource::kGreedy
@@ -369,17 +390,34 @@ __global__ void sample_uniform_bits_kernel(const uint32_t* keys, int64_t n, Phil
 
 int64_t sample_work_stride(int64_t vocab) { return (vocab + 3) / 4 * 4; }
 
+int sample_row_blocks(int64_t rows, int64_t vocab) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  if (major < 9) return 1;  // (clusters: sm_90)
+  const int64_t sms = multiprocessors();
+  int n = kMaxRowBlocks;
+  while (n > 1 && (rows * n > sms || vocab < n * kMinRowSlice)) n /= 2;
+  return n;
+}
+
 cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
-                        const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s) {
+                        const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s, int row_blocks) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
   const int64_t chunks = (vocab + kPrepChunk - 1) / kPrepChunk;
-  if (vocab > kMaxSampleVocab || rows > 2147483647 || chunks > 65535) return cudaErrorInvalidValue;
+  if (row_blocks == 0) row_blocks = sample_row_blocks(rows, vocab);
+  if (vocab > kMaxSampleVocab || rows * kMaxRowBlocks > 2147483647 || chunks > 65535 || row_blocks < 1 || row_blocks > kMaxRowBlocks ||
+      (row_blocks & (row_blocks - 1)) != 0)
+    return cudaErrorInvalidValue;
   const int64_t stride = sample_work_stride(vocab);
   cudaError_t e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
       logits, vocab, specs, edits, mask_words, work, stride);
   if (e != cudaSuccess) return e;
-  e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(
-      logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+  auto select = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows * row_blocks)), dim3(kThreads), 0, s);
+  if (row_blocks > 1) select.cluster(static_cast<unsigned>(row_blocks));
+  e = select(logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -1,5 +1,5 @@
 // Sampling on the device (sampling.cu): the processing order of src/sample/sampling_params.h on rows
-// of logits, one block per row for the choice, so a row's token depends on nothing but the row and
+// of logits, one block (or one cluster of blocks) per row for the choice, so a row's token depends on nothing but the row and
 // its spec (batch-invariant), and the same uniform draw as the host's (Philox4x32-10 keyed by
 // (seed, completion, position)). Masses are summed in 64-bit fixed point (weights times 2^40): exact
 // integer sums, the same in any order.
@@ -73,10 +73,17 @@ int64_t sample_work_stride(int64_t vocab);
 
 // Samples rows of logits [rows, vocab] (vocab <= kMaxSampleVocab): out[r] from specs[r], its edits
 // (edits + spec.edit_begin) and grammar mask (mask_words + spec.mask_offset). work: rows *
-// sample_work_stride(vocab) floats. Launch sizes depend only on rows and vocab (capturable).
+// sample_work_stride(vocab) floats. row_blocks: the blocks that share each row (a cluster: 1, 2, 4
+// or 8; more than 1 on sm_90 only), or 0 for sample_row_blocks(rows, vocab); the results do not depend
+// on it. Launch sizes depend only on rows, vocab and row_blocks (capturable).
 cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
-                        const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s);
+                        const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s,
+                        int row_blocks = 0);
 
+// The blocks sample_rows gives each of `rows` rows of `vocab` logits by default: as many as keep
+// every block on a multiprocessor of its own, up to 8, while each block has a few thousand tokens of
+// the row (one on devices before sm_90).
+int sample_row_blocks(int64_t rows, int64_t vocab);
 // The 53 random bits of each token draw: keys[4 i .. 4 i + 3] = seed low word, seed high word,
 // completion, position (the device side of sample_uniform, for tests).
 cudaError_t sample_uniform_bits(const uint32_t* keys, int64_t n, const PhiloxConstants& philox, uint64_t* bits, Stream s);

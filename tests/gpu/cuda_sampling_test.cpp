@@ -211,6 +211,106 @@ TEST_F(CudaSampling, PhiloxUniformMatchesTheHostExactly) {
 #endif
 }
 
+TEST_F(CudaSampling, ARowsResultDoesNotDependOnItsBlockCount) {
+  // The select kernel shares a row among a cluster of 1-8 blocks (fewer as rows grow): every count
+  // gives the same bytes, on rows whose slices are empty, tied, crowded, non-finite or too short.
+#ifndef DEEPINFER_HAS_CUDA
+  GTEST_SKIP() << "no CUDA build";
+#else
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "clusters of blocks need sm_90";
+  for (int64_t vocab : {int64_t(7), int64_t(1000), int64_t(129280)}) {
+    std::vector<std::vector<float>> rows;
+    std::vector<kernels::SampleRowSpec> specs;
+    std::vector<uint32_t> masks;  // grammar bitmasks, (vocab + 31) / 32 words a masked row
+    auto add = [&](std::vector<float> row, float temperature, float top_p, int top_k, float min_p, int logprobs,
+                   const std::vector<int64_t>* allowed = nullptr) {
+      kernels::SampleRowSpec sp;
+      if (allowed) {  // only these tokens (the prepare kernel writes the row with -inf elsewhere)
+        sp.flags = kernels::kRowProcessed | kernels::kRowGrammar;
+        sp.mask_offset = static_cast<int32_t>(masks.size());
+        masks.resize(masks.size() + static_cast<size_t>((vocab + 31) / 32), 0u);
+        for (int64_t t : *allowed) masks[static_cast<size_t>(sp.mask_offset + t / 32)] |= 1u << (t % 32);
+      }
+      sp.temperature = temperature;
+      sp.top_p = top_p;
+      sp.top_k = top_k;
+      sp.min_p = min_p;
+      sp.logprobs = logprobs;
+      sp.seed_lo = 0x5eedu + static_cast<uint32_t>(specs.size());
+      sp.position = 17;
+      if (specs.size() % 3 == 2) sp.flags |= kernels::kRowRawLogprobs;
+      rows.push_back(std::move(row));
+      specs.push_back(sp);
+    };
+    for (uint32_t seed = 0; seed < 3; ++seed) {
+      const RowShape shape = seed == 0 ? RowShape::kPeaked : seed == 1 ? RowShape::kFlat : RowShape::kTies;
+      add(make_logits(vocab, 40 + seed, shape), 0.0f, 1.0f, 0, 0.0f, 3);
+      add(make_logits(vocab, 50 + seed, shape), 1.0f, 0.95f, 0, 0.0f, 5);
+      add(make_logits(vocab, 60 + seed, shape), 0.8f, 0.9f, 50, 0.01f, 20);
+      add(make_logits(vocab, 70 + seed, shape), 1.3f, 1.0f, 3, 0.0f, 2);
+    }
+    add(std::vector<float>(static_cast<size_t>(vocab), 0.5f), 1.0f, 0.3f, 0, 0.0f, 20);  // all equal
+    const std::vector<int64_t> few{vocab / 3, vocab - 1}, none;
+    add(make_logits(vocab, 90, RowShape::kFlat), 1.0f, 1.0f, 0, 0.0f, 20, &few);  // fewer allowed than logprobs: -inf ones listed
+    add(make_logits(vocab, 91, RowShape::kFlat), 1.0f, 1.0f, 0, 0.0f, 2, &none);  // no token
+    std::vector<float> bad = make_logits(vocab, 80, RowShape::kFlat);
+    bad[static_cast<size_t>(vocab - 1)] = NAN;
+    add(bad, 1.0f, 1.0f, 0, 0.0f, -1);
+    const auto n = static_cast<int64_t>(rows.size());
+    std::vector<float> flat;
+    for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+    float *d_logits = nullptr, *d_work = nullptr;
+    kernels::SampleRowSpec* d_specs = nullptr;
+    kernels::SampleOut* d_out = nullptr;
+    uint32_t* d_masks = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_masks, masks.size() * sizeof(uint32_t)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_masks, masks.data(), masks.size() * sizeof(uint32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_logits, flat.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_work, static_cast<size_t>(n * kernels::sample_work_stride(vocab)) * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_specs, specs.size() * sizeof(specs[0])), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_out, specs.size() * sizeof(kernels::SampleOut)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_logits, flat.data(), flat.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_specs, specs.data(), specs.size() * sizeof(specs[0]), cudaMemcpyHostToDevice), cudaSuccess);
+    const kernels::PhiloxConstants philox{kPhiloxMultiplier0, kPhiloxMultiplier1, kPhiloxWeyl0, kPhiloxWeyl1};
+    std::vector<std::vector<kernels::SampleOut>> results;
+    for (int blocks : {1, 2, 4, 8}) {
+      ASSERT_EQ(cudaMemset(d_out, 0, specs.size() * sizeof(kernels::SampleOut)), cudaSuccess);
+      ASSERT_EQ(kernels::sample_rows(d_logits, n, vocab, d_specs, nullptr, d_masks, d_work, d_out, philox, kernels::Stream{nullptr, false},
+                                     blocks),
+                cudaSuccess)
+          << blocks << " blocks a row";
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      results.emplace_back(specs.size());
+      ASSERT_EQ(cudaMemcpy(results.back().data(), d_out, specs.size() * sizeof(kernels::SampleOut), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    cudaFree(d_logits);
+    cudaFree(d_work);
+    cudaFree(d_specs);
+    cudaFree(d_out);
+    cudaFree(d_masks);
+    int differ = 0;
+    for (size_t b = 1; b < results.size(); ++b)
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const bool same = std::memcmp(&results[b][i], &results[0][i], sizeof(kernels::SampleOut)) == 0;
+        differ += !same;
+        EXPECT_TRUE(same) << "vocabulary " << vocab << ", row " << i << ": " << (1 << b) << " blocks give token " << results[b][i].token
+                          << ", one block " << results[0][i].token;
+      }
+    for (size_t i = 0; i + 2 < specs.size(); ++i) EXPECT_GE(results[0][i].token, 0) << "vocabulary " << vocab << ", row " << i;
+    const kernels::SampleOut& masked = results[0][specs.size() - 3];
+    EXPECT_TRUE(masked.token == few[0] || masked.token == few[1]);
+    EXPECT_EQ(masked.n_top, std::min<int64_t>(20, vocab));
+    EXPECT_EQ(results[0][specs.size() - 2].token, kernels::kSampleNoToken);
+    EXPECT_EQ(results[0][specs.size() - 1].token, kernels::kSampleBadLogit);
+    EXPECT_EQ(results[0][specs.size() - 1].bad_index, vocab - 1);
+    std::printf("[ sampling ] vocabulary %lld: %zu rows at 1-8 blocks a row, %d results differ from one block's\n",
+                static_cast<long long>(vocab), specs.size(), differ);
+  }
+#endif
+}
+
 TEST_F(CudaSampling, GreedyRowsAreTheArgmax) {
   for (int64_t vocab : {int64_t(1), int64_t(7), int64_t(1000), int64_t(129280)}) {
     std::mt19937 rng(static_cast<uint32_t>(vocab));
