@@ -140,8 +140,7 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, const f
   }
   __syncthreads();
   float* o = out + rh * hd;
-  if (hd % 4 == 0 && (!unrope.inv_freq || unrope.rope_dim % 4 == 0) && reinterpret_cast<uintptr_t>(part) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+  if (hd % 4 == 0 && (!unrope.inv_freq || unrope.rope_dim % 4 == 0) && aligned16(part) && aligned16(out)) {
     // Four columns per thread: (hd + 2) % 4 == 2, so a share's columns are 8-byte aligned; read as
     // float2 pairs.
     for (int c = threadIdx.x * 4; c < hd; c += blockDim.x * 4) {

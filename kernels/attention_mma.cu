@@ -445,7 +445,7 @@ bool attention_mqa_supported(const StateDev& st, const LayerDev& L) {
   // float4 loads of keys: every row the kernel reads must start 16-byte aligned
   auto al = [](int64_t floats) { return floats % 4 == 0; };
   return L.head_dim == kHd && al(st.slot_floats) && al(st.block_floats) && al(L.window_offset) && al(L.entry_offset) &&
-         reinterpret_cast<uintptr_t>(st.slots) % 16 == 0 && reinterpret_cast<uintptr_t>(st.blocks) % 16 == 0;
+         aligned16(st.slots) && aligned16(st.blocks);
 }
 
 cudaError_t attention_mqa(const float* q, const float* kv, const float* sinks, const int32_t* selected, int64_t sel_cols, int heads,

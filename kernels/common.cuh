@@ -86,6 +86,9 @@ Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, St
   return l;
 }
 
+// A pointer the 16-byte vector loads and stores may use.
+__host__ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // The current device's multiprocessors (0 where unknown).
 inline int multiprocessors() {
   int dev = 0, n = 0;

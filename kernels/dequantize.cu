@@ -104,8 +104,6 @@ __global__ void dequantize_mxfp4_kernel(QuantizedWeight w, bf16_t* b16, float* f
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 unsigned grid_for(int64_t threads) { return static_cast<unsigned>(std::clamp<int64_t>((threads + 255) / 256, 1, 132 * 16)); }
 
 bool launchable(const QuantizedWeight& w, const void* b16, const void* f32) {
@@ -147,7 +145,7 @@ __global__ void fp8_nan_codes_kernel(const uint4* v, int64_t chunks, const uint8
 
 cudaError_t find_fp8_nan_codes(const uint8_t* values, int64_t n, int* found, Stream s) {
   if (n <= 0) return cudaSuccess;
-  if (!values || !found || reinterpret_cast<uintptr_t>(values) % 16 != 0) return cudaErrorInvalidValue;
+  if (!values || !found || !aligned16(values)) return cudaErrorInvalidValue;
   const int64_t chunks = n / 16;
   const unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>((chunks + 255) / 256, 1, 1024));
   launch(fp8_nan_codes_kernel, dim3(blocks), dim3(256), 0, s)(reinterpret_cast<const uint4*>(values), chunks, values + chunks * 16,

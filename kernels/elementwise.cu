@@ -223,7 +223,7 @@ cudaError_t prepare_device(bool wgmma) {
 
 cudaError_t f32_to_bf16(const float* x, bf16_t* y, int64_t n, Stream s) {
   if (n <= 0) return cudaSuccess;
-  const bool vec = (n % 4) == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  const bool vec = (n % 4) == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(y) % 8 == 0;
   const unsigned b = blocks_for(vec ? n / 4 : n, 256);
   launch(f32_to_bf16_kernel, b > 4096 ? 4096 : b, 256, 0, s)(x, reinterpret_cast<__nv_bfloat16*>(y), n, vec);
   return cudaGetLastError();
@@ -301,8 +301,7 @@ cudaError_t swiglu(float* g, const float* u, int64_t n, float limit, Stream s) {
 
 cudaError_t swiglu_bf16(const float* g, const float* u, int64_t n, float limit, bf16_t* h, Stream s) {
   if (n <= 0) return cudaSuccess;
-  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(h) % 8 == 0;
+  const bool vec = n % 4 == 0 && aligned16(g) && aligned16(u) && reinterpret_cast<uintptr_t>(h) % 8 == 0;
   unsigned b = blocks_for(vec ? n / 4 : n, 256);
   launch(swiglu_bf16_kernel, b > 8192 ? 8192 : b, 256, 0, s)(g, u, n, limit, vec, reinterpret_cast<__nv_bfloat16*>(h));
   return cudaGetLastError();

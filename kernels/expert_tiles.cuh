@@ -304,7 +304,7 @@ cudaError_t launch_moe_v2(dim3 grid, Stream s, const __nv_bfloat16* A, const __n
 inline bool narrow_columns(int max_tiles, int64_t N) { return static_cast<int64_t>(max_tiles) * ((N + kBN - 1) / kBN) < 4 * 132; }
 
 inline bool v2_usable(const void* a, const void* w0, const void* w1, int64_t K) {
-  auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  auto al = [](const void* p) { return p == nullptr || aligned16(p); };  // (null: not read)
   return K % 8 == 0 && al(a) && al(w0) && al(w1);
 }
 

@@ -303,8 +303,6 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks) expert_down_kernel(const
   if (threadIdx.x == 0) *count = 0;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <int R, bool kNorm>
 cudaError_t launch_gemv(const float* x, int rows, int64_t ldx, int64_t k, GemvList list, Stream s) {
   // Outputs per warp: 4 for one row (16 loads in flight per lane, as in the expert kernels), 2 for more

@@ -581,7 +581,7 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   const int splits = mix_splits(K);
   const int64_t tiles = (rows + kMixTileRows - 1) / kMixTileRows;
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
-  const bool vec = K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const bool vec = K % 4 == 0 && aligned16(x) && aligned16(w);
   // (tensor cores: three bf16 terms per value, not the FMA kernel's sums; batch-invariant launches
   // take them whatever the rows)
   if ((rows >= kMixMmaMinRows || s.invariant) && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
@@ -619,8 +619,7 @@ cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t row
                    const float* scale, int sinkhorn_iters, float eps, float norm_eps, const float* norm_weight, float* collapsed,
                    float* post, float* comb, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(collapsed) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
+  const bool vec = d % 4 == 0 && aligned16(streams) && aligned16(collapsed) && aligned16(norm_weight);
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
   const dim3 grid = hc_grid(rows, d, vec, true, norm_weight != nullptr);
   const int iters = sinkhorn_iters < 1 ? 1 : sinkhorn_iters;
@@ -636,8 +635,7 @@ cudaError_t hc_pre(const float* streams, float* partial, int splits, int64_t row
 cudaError_t hc_post(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc,
                     int64_t d, float* new_streams, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
-  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = d % 4 == 0 && al(streams) && al(out) && al(new_streams);
+  const bool vec = d % 4 == 0 && aligned16(streams) && aligned16(out) && aligned16(new_streams);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535 || rows * hc > 2147483647) return cudaErrorInvalidValue;
   if (vec && hc == 4) {
@@ -655,10 +653,9 @@ int hc_post_mix_splits(int hc, int64_t d) { return static_cast<int>(hc * ((d + k
 cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
                         float* new_streams, const float* w, int n, float* partial, Stream s) {
   if (rows <= 0 || hc <= 0 || d <= 0) return cudaSuccess;
-  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols;
-  if (d % 4 != 0 || !al(streams) || !al(out) || !al(new_streams) || !al(w) || n < 1 || n > kMixMaxOut || chunks > 65535 ||
-      rows * hc > 2147483647)
+  if (d % 4 != 0 || !aligned16(streams) || !aligned16(out) || !aligned16(new_streams) || !aligned16(w) || n < 1 || n > kMixMaxOut ||
+      chunks > 65535 || rows * hc > 2147483647)
     return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(rows * hc), static_cast<unsigned>(chunks));
   if (n == 24)  // hc 4: (2 + 4) 4 mixes
@@ -671,8 +668,7 @@ cudaError_t hc_post_mix(const float* streams, const float* out, const float* pos
 cudaError_t hc_head(const float* streams, const float* partial, int splits, int64_t rows, int hc, int64_t d, const float* base,
                     const float* scale, float eps, float norm_eps, const float* norm_weight, float* out, Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(streams) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(norm_weight) % 16 == 0;
+  const bool vec = d % 4 == 0 && aligned16(streams) && aligned16(out) && aligned16(norm_weight);
   if (!hc_shape_ok(rows, hc, d, splits, vec)) return cudaErrorInvalidValue;
   launch(hc_head_kernel, hc_grid(rows, d, vec, false, norm_weight != nullptr), 256, 0, s)(streams, partial, splits, hc, d, base, scale, eps,
                                                                                          norm_eps, norm_weight, vec, out);

@@ -385,13 +385,13 @@ cudaError_t prepare_indexer_mma(size_t device_max) {
 
 bool indexer_scores_mqa_supported(int heads, const StateDev& st, const LayerDev& L) {
   return heads >= 1 && heads <= kHeads && L.index_dim >= 16 && L.index_dim <= kMaxDim && L.index_dim % 16 == 0 &&
-         st.block_floats % 4 == 0 && L.index_key_offset % 4 == 0 && reinterpret_cast<uintptr_t>(st.blocks) % 16 == 0;
+         st.block_floats % 4 == 0 && L.index_key_offset % 4 == 0 && aligned16(st.blocks);
 }
 
 cudaError_t indexer_scores_mqa(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                BatchDev b, StateDev st, LayerDev L, float* scores, int64_t ld, Stream s) {
   if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
-  if (!indexer_scores_mqa_supported(heads, st, L) || reinterpret_cast<uintptr_t>(q) % 16 != 0) return cudaErrorInvalidValue;
+  if (!indexer_scores_mqa_supported(heads, st, L) || !aligned16(q)) return cudaErrorInvalidValue;
   // 64+ rows: 8 tiles per block, so that each row's queries are staged 8x less often; and where the
   // sequences average 4+ rows (prefill chunks), 4 rows per block, each key tile loaded once for them
   // (decode rows are each their own sequence's: a block of them would pass over every row's keys).

@@ -213,8 +213,7 @@ bool indexer_scores_wgmma_supported(int heads, const LayerDev& L) {
 cudaError_t indexer_scores_wgmma(const float* q, const float* weights, int heads, int64_t row_begin, int64_t n_rows, int64_t max_visible,
                                  BatchDev b, LayerDev L, KeyTableDev t, float* scores, int64_t ld, Stream s) {
   if (n_rows <= 0 || max_visible <= 0) return cudaSuccess;
-  if (!indexer_scores_wgmma_supported(heads, L) || !t.rows || !t.seq_first || reinterpret_cast<uintptr_t>(q) % 16 != 0)
-    return cudaErrorInvalidValue;
+  if (!indexer_scores_wgmma_supported(heads, L) || !t.rows || !t.seq_first || !aligned16(q)) return cudaErrorInvalidValue;
   constexpr int kPerBlock = 8;  // key tiles a block: each row's queries staged once for 512 keys
   const int64_t tiles = (max_visible + kTile - 1) / kTile, chunks = (tiles + kPerBlock - 1) / kPerBlock;
   if (chunks > 65535 || n_rows > 2147483647) return cudaErrorInvalidValue;

@@ -359,8 +359,7 @@ cudaError_t route(const float* logits, int64_t rows, int n_exp, const float* bia
 }
 
 bool gate_route_supported(const float* x, int64_t rows, int64_t d, const float* gate) {
-  auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return rows >= 1 && rows <= kGateRouteMaxRows && d > 0 && d % 4 == 0 && al(x) && al(gate);
+  return rows >= 1 && rows <= kGateRouteMaxRows && d > 0 && d % 4 == 0 && aligned16(x) && aligned16(gate);
 }
 
 cudaError_t gate_route(const float* x, int64_t rows, int64_t d, const float* gate, int n_exp, const float* bias, const int32_t* tid2eid,
@@ -404,7 +403,7 @@ cudaError_t moe_slab_positions(const int32_t* experts, const int32_t* local, int
 cudaError_t moe_gather(const float* x, int64_t d, int64_t entries, int top_k, const int32_t* pos, bf16_t* xperm,
                        Stream s) {
   if (entries <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xperm) % 8 == 0;
+  const bool vec = d % 4 == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(xperm) % 8 == 0;
   launch(moe_gather_kernel, static_cast<unsigned>(entries), 256, 0, s)(x, d, top_k, pos, vec, reinterpret_cast<__nv_bfloat16*>(xperm));
   return cudaGetLastError();
 }
@@ -486,7 +485,7 @@ template <typename T>
 cudaError_t launch_moe_combine(const T* y, const int32_t* pos, const float* weights, int64_t rows, int top_k, int64_t d, float* out,
                                Stream s) {
   if (rows <= 0 || d <= 0) return cudaSuccess;
-  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % (4 * sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = d % 4 == 0 && reinterpret_cast<uintptr_t>(y) % (4 * sizeof(T)) == 0 && aligned16(out);
   const int64_t chunks = (d / (vec ? 4 : 1) + 255) / 256;
   if (chunks > 65535) return cudaErrorInvalidValue;
   launch(moe_combine_kernel<T>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), 256, 0, s)(y, pos, weights, top_k, d, vec,

@@ -259,8 +259,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <bool kSwiglu>
 cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16_t* w, const bf16_t* w_up, int64_t k, int64_t n, float limit, const int4* tiles,
                              const int32_t* n_tiles, int max_tiles, bf16_t* h, Stream s) {

@@ -390,7 +390,7 @@ cudaError_t launch_any(const float* x, int rows, int64_t ldx, const QuantizedWei
 
 bool native_gemv_supported(const QuantizedWeight& w, StoredFormat format, const float* x, int64_t ldx) {
   if (w.rows <= 0 || w.cols <= 0 || !w.values || !w.scale || !x || ldx < w.cols || ldx % 4 != 0) return false;
-  if (reinterpret_cast<uintptr_t>(w.values) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  if (!aligned16(w.values) || !aligned16(x)) return false;
   if (format == StoredFormat::kMxfp4) return w.cols % 32 == 0 && w.scale_type == ScaleType::kE8M0;
   return w.cols % 16 == 0 && w.block_rows > 0 && w.block_cols > 0 && w.block_cols % 64 == 0 &&
          w.scale_cols >= (w.cols + w.block_cols - 1) / w.block_cols;

@@ -155,7 +155,7 @@ cudaError_t rms_norm_pair(const NormTensor& a, const NormTensor& b, float eps, i
   const int64_t first = rows * (a.cols / group), blocks = first + rows * (b.cols / group);
   if (blocks == 0) return cudaSuccess;
   const int threads = group >= 2048 ? 256 : group >= 256 ? 128 : group >= 64 ? 64 : 32;
-  auto al = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  auto al = [](const void* p) { return p == nullptr || aligned16(p); };  // (null: not read)
   auto vec_ok = [&](const NormTensor& t) { return t.cols % 4 == 0 && al(t.x) && al(t.weight) && al(t.out); };
   const bool vec = group % 4 == 0 && vec_ok(a) && vec_ok(b);
   // bf16 storage: four values per step, rotated in registers

@@ -1,7 +1,5 @@
 #include "backend/cuda/fp8_gemm.h"
 
-#include <memory>
-
 namespace deepinfer {
 namespace {
 

@@ -212,7 +212,7 @@ bool CudaDevice::fp8_products(const Lane& lane, const kn::bf16_t* xb, int64_t ro
   const kn::QuantizedWeight& q = w.stored;
   if (invariant_ || !w.stored_values || w.stored_format != kn::StoredFormat::kFp8Block || w.count > 1 || n < kFp8TensorCoreMinOutputs ||
       wk != k || k != q.cols || k % B != 0 || n % B != 0 || w_off % (B * k) != 0 || (batch > 1 && w_stride != n * k) || q.block_rows != B ||
-      q.block_cols != B || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(xb) % 8 != 0 || rows % kFp8RowMultiple != 0)
+      q.block_cols != B || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(xb) % 8 != 0 || rows <= 0 || rows % kFp8RowMultiple != 0)
     return false;
   const int64_t kb = k / B, ld = (kb + 3) / 4 * 4;  // (cuBLASLt reads a block row's scales padded to 4)
   auto* xq = static_cast<uint8_t*>(temp(static_cast<size_t>(rows * k)));
