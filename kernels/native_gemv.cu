@@ -185,9 +185,11 @@ __device__ __forceinline__ bool pick_expert(QuantizedWeight& w, int64_t e, int64
 // o0 + 16 m + g and o0 + 16 m + g + 8 (m < kTiles) for the steps s of the warp's share of the columns;
 // B column g is activation row g (< rows, else zero; by expert: the round's pair g), shared by the
 // warp's tiles. S: the FP8 block scales' type (MXFP4: E8M0).
-template <StoredFormat F, ScaleType S, int kTiles, int kWarps, bool kNanTest>
-__global__ void __launch_bounds__(kWarps * 32) native_gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, QuantizedWeight w,
-                                                                  float* __restrict__ out, int64_t ldo, ExpertPick pick) {
+// kMinBlocks: blocks a multiprocessor must hold (registers capped to fit), 0: the compiler's choice.
+template <StoredFormat F, ScaleType S, int kTiles, int kWarps, bool kNanTest, int kMinBlocks = 0>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    native_gemv_kernel(const float* __restrict__ x, int rows, int64_t ldx, QuantizedWeight w, float* __restrict__ out, int64_t ldo,
+                       ExpertPick pick) {
   constexpr int V = kChunkValues<F>, kRows = 2 * kTiles, kUnroll = 2 / kTiles;  // a lane's weight rows; steps a round
   constexpr bool kFp8 = F == StoredFormat::kFp8Block;
   __shared__ float red[kWarps][16 * kTiles][8];
@@ -341,13 +343,15 @@ __global__ void __launch_bounds__(kWarps * 32) native_gemv_kernel(const float* _
   }
 }
 
-// Block shapes by the number of outputs (measured on an H200, tools/bench/native_gemv_bench): two
-// tiles a warp and 8 warps a block where there are outputs enough for ~2 blocks a multiprocessor
-// (but routed experts: one tile, 5-18% faster at 1-16 rows for MXFP4 [2048 x 4096] and [4096 x
-// 2048] stacks); one tile and 8 warps down to ~1.5 blocks a multiprocessor; below that one tile and
-// 16 warps (more column shares, so that fewer outputs still fill the GPU). (Splitting a tile's columns over a
-// cluster of blocks instead, summed through distributed shared memory, measured 1.5-2.5x slower below
-// 4096 outputs.)
+// Block shapes (measured on an H200, tools/bench/native_gemv_bench). Routed experts: one tile, 4
+// warps and at most 128 registers (4 blocks a multiprocessor), each warp a longer run of columns to
+// pipeline: against 8 warps and 2 blocks, MXFP4 [2048 x 4096] stacks 61 -> 54 us at 4 rows, 706 -> 545
+// us at 64, 18 -> 19 us at 1; [4096 x 2048] 22 -> 16 us at 1 row, 996 -> 656 us at 64 (3 or 6 blocks
+// of 4 warps, 8 blocks of 2: no better). Other products by the number of outputs: two tiles a warp and
+// 8 warps a block where there are outputs enough for ~2 blocks a multiprocessor; one tile and 8 warps
+// down to ~1.5 blocks a multiprocessor; below that one tile and 16 warps (more column shares, so that
+// fewer outputs still fill the GPU). (Splitting a tile's columns over a cluster of blocks instead,
+// summed through distributed shared memory, measured 1.5-2.5x slower below 4096 outputs.)
 constexpr int64_t kManyOutputs = 2 * 132 * 32, kSomeOutputs = 3 * 132 * 16 / 2;
 
 template <StoredFormat F, ScaleType S, bool kNanTest>
@@ -357,7 +361,8 @@ cudaError_t launch_for(const float* x, int rows, int64_t ldx, const QuantizedWei
     return dim3(static_cast<unsigned>((w.rows + outputs_per_block - 1) / outputs_per_block), static_cast<unsigned>(pairs));
   };
   const bool experts = pick.mode == ExpertPick::kPerPair || pick.mode == ExpertPick::kByExpert;
-  if (w.rows * pairs >= kManyOutputs && !experts)
+  if (experts) return launch(native_gemv_kernel<F, S, 1, 4, kNanTest, 4>, grid(16), dim3(128), 0, s)(x, rows, ldx, w, out, ldo, pick);
+  if (w.rows * pairs >= kManyOutputs)
     return launch(native_gemv_kernel<F, S, 2, 8, kNanTest>, grid(32), dim3(256), 0, s)(x, rows, ldx, w, out, ldo, pick);
   if (w.rows * pairs >= kSomeOutputs)
     return launch(native_gemv_kernel<F, S, 1, 8, kNanTest>, grid(16), dim3(256), 0, s)(x, rows, ldx, w, out, ldo, pick);
