@@ -418,6 +418,11 @@ cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const 
   auto select = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows * row_blocks)), dim3(kThreads), 0, s);
   if (row_blocks > 1) select.cluster(static_cast<unsigned>(row_blocks));
   e = select(logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+  if (e != cudaSuccess && row_blocks > 1) {  // a device (partition) that cannot place the cluster: one block a row
+    cudaGetLastError();
+    e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(
+        logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+  }
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -1,7 +1,7 @@
 // Sampling on the device (sampling.cu): the processing order of src/sample/sampling_params.h on rows
-// of logits, one block (or one cluster of blocks) per row for the choice, so a row's token depends on nothing but the row and
-// its spec (batch-invariant), and the same uniform draw as the host's (Philox4x32-10 keyed by
-// (seed, completion, position)). Masses are summed in 64-bit fixed point (weights times 2^40): exact
+// of logits, one block (or one cluster of blocks) per row for the choice, so a row's token depends
+// on nothing but the row and its spec (batch-invariant), and the same uniform draw as the host's
+// (Philox4x32-10 keyed by (seed, completion, position)). Masses are summed in 64-bit fixed point (weights times 2^40): exact
 // integer sums, the same in any order.
 #pragma once
 
