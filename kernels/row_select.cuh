@@ -105,8 +105,9 @@ struct Shared {
   float fmax[kWarps], fmin[kWarps];
   int64_t imin[kWarps], icount[kWarps], iarg[kWarps];
   unsigned long long top[kTopSlots];
-  unsigned long long xchg[2];                      // this block's part of an exchange between the row's blocks
-  unsigned long long gathered[2 * kMaxRowBlocks];  // every block's part, by rank
+  float fbest[kWarps];
+  unsigned long long xchg[5];                      // this block's part of an exchange between the row's blocks
+  unsigned long long gathered[5 * kMaxRowBlocks];  // every block's part, by rank
   // results handed from one thread to all
   int boundary;
   unsigned boundary_count;
@@ -167,19 +168,6 @@ __device__ int64_t row_sum_i64(int64_t v, Shared& sh) {
       t, [](int64_t a, int64_t b) { return a + b; }, sh);
 }
 
-__device__ int64_t row_min_i64(int64_t v, Shared& sh) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, static_cast<int64_t>(__shfl_xor_sync(kFull, v, o)));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh.imin[threadIdx.x >> 5] = v;
-  __syncthreads();
-  int64_t t = sh.imin[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) t = min(t, sh.imin[w]);
-  return across_blocks(
-      t, [](int64_t a, int64_t b) { return min(a, b); }, sh);
-}
-
 // The row's max and min of floats (every thread gets both).
 __device__ float2 row_max_min(float mx, float mn, Shared& sh) {
 #pragma unroll
@@ -204,39 +192,56 @@ __device__ float2 row_max_min(float mx, float mn, Shared& sh) {
       make_float2(mx, mn), [](float2 a, float2 b) { return make_float2(fmaxf(a.x, b.x), fminf(a.y, b.y)); }, sh);
 }
 
-struct ValueId {
-  float v;
-  int64_t id;
+// What the select kernel's first pass finds in a row: the first non-finite raw logit (bad; the
+// row's width where none), and of the processed row the range and count of the finite values and
+// the first id of the largest value (best_id; -inf values count too).
+struct RowStats {
+  int64_t bad;
+  float max, min, best;
+  int64_t finite, best_id;
 };
 
-// The first id of the largest value (ids of -inf values count too; value -inf: none larger).
-__device__ int64_t row_argmax(float v, int64_t id, Shared& sh) {
+__device__ __forceinline__ RowStats merge(RowStats a, const RowStats& b) {
+  a.bad = min(a.bad, b.bad);
+  a.max = fmaxf(a.max, b.max);
+  a.min = fminf(a.min, b.min);
+  a.finite += b.finite;
+  if (b.best > a.best || (b.best == a.best && b.best_id < a.best_id)) {
+    a.best = b.best;
+    a.best_id = b.best_id;
+  }
+  return a;
+}
+
+// The row's RowStats from every thread's (one barrier pair and one exchange for all of them).
+__device__ RowStats row_stats(RowStats v, Shared& sh) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(kFull, v, o);
-    const int64_t oi = __shfl_xor_sync(kFull, id, o);
-    if (ov > v || (ov == v && oi < id)) {
-      v = ov;
-      id = oi;
-    }
+    RowStats u;
+    u.bad = __shfl_xor_sync(kFull, v.bad, o);
+    u.max = __shfl_xor_sync(kFull, v.max, o);
+    u.min = __shfl_xor_sync(kFull, v.min, o);
+    u.best = __shfl_xor_sync(kFull, v.best, o);
+    u.finite = __shfl_xor_sync(kFull, v.finite, o);
+    u.best_id = __shfl_xor_sync(kFull, v.best_id, o);
+    v = merge(v, u);
   }
   __syncthreads();
   if ((threadIdx.x & 31) == 0) {
-    sh.fmax[threadIdx.x >> 5] = v;
-    sh.iarg[threadIdx.x >> 5] = id;
+    const int w = threadIdx.x >> 5;
+    sh.imin[w] = v.bad;
+    sh.fmax[w] = v.max;
+    sh.fmin[w] = v.min;
+    sh.fbest[w] = v.best;
+    sh.icount[w] = v.finite;
+    sh.iarg[w] = v.best_id;
   }
   __syncthreads();
-  v = sh.fmax[0];
-  id = sh.iarg[0];
+  RowStats t{sh.imin[0], sh.fmax[0], sh.fmin[0], sh.fbest[0], sh.icount[0], sh.iarg[0]};
 #pragma unroll
-  for (int w = 1; w < kWarps; ++w)
-    if (sh.fmax[w] > v || (sh.fmax[w] == v && sh.iarg[w] < id)) {
-      v = sh.fmax[w];
-      id = sh.iarg[w];
-    }
-  const ValueId best = across_blocks(
-      ValueId{v, id}, [](ValueId a, ValueId b) { return b.v > a.v || (b.v == a.v && b.id < a.id) ? b : a; }, sh);
-  return best.id;
+  for (int w = 1; w < kWarps; ++w) t = merge(t, RowStats{sh.imin[w], sh.fmax[w], sh.fmin[w], sh.fbest[w], sh.icount[w], sh.iarg[w]});
+  return across_blocks(
+      t, [](RowStats a, RowStats b) { return merge(a, b); }, sh);
 }
 
 // Exclusive prefix over this block in thread order; *total gets the block's sum.

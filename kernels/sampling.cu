@@ -302,45 +302,44 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  // sample_row's first check: a logit that is not finite (NaN or either infinity) anywhere in the row.
-  int64_t bad = vocab;
-  for_each_token_vec(c.raw, vocab, [&](int64_t t, float x) {
-    if (!(fabsf(x) < pos_inf()) && t < bad) bad = t;
+  // sample_row's first check, a logit that is not finite (NaN or either infinity) anywhere in the
+  // row, then the processed row's range, finite count and argmax: one pass where the row was not
+  // processed, and one reduction.
+  RowStats st{vocab, neg_inf(), pos_inf(), neg_inf(), 0, INT64_MAX};
+  const bool processed = c.work != c.raw;
+  const auto check = [&](int64_t t, float x) {
+    if (!(fabsf(x) < pos_inf()) && t < st.bad) st.bad = t;
+  };
+  if (processed) for_each_token_vec(c.raw, vocab, check);
+  for_each_token_vec(c.work, vocab, [&](int64_t t, float x) {
+    if (!processed) check(t, x);
+    if (x > neg_inf()) {
+      st.max = fmaxf(st.max, x);
+      st.min = fminf(st.min, x);
+      ++st.finite;
+    }
+    if (x > st.best || (x == st.best && t < st.best_id)) {
+      st.best = x;
+      st.best_id = t;
+    }
   });
-  bad = row_min_i64(bad, sh);
-  if (bad < vocab) {
+  st = row_stats(st, sh);
+  if (st.bad < vocab) {
     if (leader) {
       o->token = kSampleBadLogit;
-      o->bad_index = static_cast<int32_t>(bad);
-      o->bad_value = c.raw[bad];
+      o->bad_index = static_cast<int32_t>(st.bad);
+      o->bad_value = c.raw[st.bad];
     }
     return;
   }
-
-  // The processed row's range, finite count and argmax.
-  float mx = neg_inf(), mn = pos_inf(), best = neg_inf();
-  int64_t finite = 0, best_id = INT64_MAX;
-  for_each_token_vec(c.work, vocab, [&](int64_t t, float x) {
-    if (x > neg_inf()) {
-      mx = fmaxf(mx, x);
-      mn = fminf(mn, x);
-      ++finite;
-    }
-    if (x > best || (x == best && t < best_id)) {
-      best = x;
-      best_id = t;
-    }
-  });
-  const float2 range = row_max_min(mx, mn, sh);
-  finite = row_sum_i64(finite, sh);
-  const int64_t argmax = row_argmax(best, best_id, sh);
+  const int64_t finite = st.finite, argmax = st.best_id;
   if (finite == 0) {
     if (leader) o->token = kSampleNoToken;
     return;
   }
   if (threadIdx.x == 0) {
-    c.max = range.x;
-    c.min = range.y;
+    c.max = st.max;
+    c.min = st.min;
   }
   __syncthreads();
 
@@ -412,9 +411,12 @@ cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const 
       (row_blocks & (row_blocks - 1)) != 0)
     return cudaErrorInvalidValue;
   const int64_t stride = sample_work_stride(vocab);
-  cudaError_t e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
-      logits, vocab, specs, edits, mask_words, work, stride);
-  if (e != cudaSuccess) return e;
+  cudaError_t e = cudaSuccess;
+  if (work) {  // (none: no row is processed)
+    e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
+        logits, vocab, specs, edits, mask_words, work, stride);
+    if (e != cudaSuccess) return e;
+  }
   auto select = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows * row_blocks)), dim3(kThreads), 0, s);
   if (row_blocks > 1) select.cluster(static_cast<unsigned>(row_blocks));
   e = select(logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);

@@ -73,7 +73,8 @@ int64_t sample_work_stride(int64_t vocab);
 
 // Samples rows of logits [rows, vocab] (vocab <= kMaxSampleVocab): out[r] from specs[r], its edits
 // (edits + spec.edit_begin) and grammar mask (mask_words + spec.mask_offset). work: rows *
-// sample_work_stride(vocab) floats. row_blocks: the blocks that share each row (a cluster: 1, 2, 4
+// sample_work_stride(vocab) floats, or null where no spec has kRowProcessed (the prepare kernel is
+// then skipped). row_blocks: the blocks that share each row (a cluster: 1, 2, 4
 // or 8; more than 1 on sm_90 only), or 0 for sample_row_blocks(rows, vocab); the results do not depend
 // on it. Launch sizes depend only on rows, vocab and row_blocks (capturable).
 cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,

@@ -143,6 +143,8 @@ Result<void> SamplePack::pack(std::span<const RowSampling> rows, int64_t vocab) 
     sp.edit_count = static_cast<int32_t>(edits_.size() - first);
     if (sp.edit_count > 0) sp.flags |= kn::kRowProcessed;
   }
+  any_processed_ = std::any_of(specs_.begin(), specs_.end(),
+                               [](const kn::SampleRowSpec& sp) { return (sp.flags & kn::kRowProcessed) && !(sp.flags & kn::kRowSkip); });
   if (mask_words > static_cast<size_t>(INT32_MAX) || edits_.size() > static_cast<size_t>(INT32_MAX))
     return make_error(Code::kInvalidArgument, "sample_rows: {} rows with grammar masks or {} edits are too many at once",
                       mask_words / words, edits_.size());

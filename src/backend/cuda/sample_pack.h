@@ -34,6 +34,9 @@ class SamplePack {
   size_t masks_offset() const { return masks_at_; }
   kernels::SampleOut* results() { return static_cast<kernels::SampleOut*>(out_); }
   size_t results_bytes() const { return notes_.size() * sizeof(kernels::SampleOut); }
+  // Whether some row's logits change before the choice (kRowProcessed: mask, allowed ids, edits), so
+  // the kernels need work rows.
+  bool any_processed() const { return any_processed_; }
 
   // out[i]: row i's result from results().
   void unpack(std::vector<Result<SampleResult>>& out) const;
@@ -57,6 +60,7 @@ class SamplePack {
   size_t in_capacity_ = 0, in_used_ = 0, edits_at_ = 0, masks_at_ = 0;
   void* out_ = nullptr;  // page-locked SampleOut
   size_t out_capacity_ = 0;
+  bool any_processed_ = false;
 };
 
 }  // namespace deepinfer

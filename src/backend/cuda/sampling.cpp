@@ -2,7 +2,7 @@
 // (sample_pack.h) for the kernels of kernels/sampling.cu.
 //
 // The op is an entry point like read(): it launches a pending decode graph first, so it runs after
-// the forward whose logits it samples, eagerly (upload, two kernels, the results back, one wait).
+// the forward whose logits it samples, eagerly (upload, one or two kernels, the results back, one wait).
 // The logits are left as they are (the processed rows go to temporaries). Its kernels' launch
 // sizes depend only on the rows and the vocabulary, and the specs come in one upload, so a step
 // that sampled inside its graph would capture them unchanged.
@@ -37,9 +37,10 @@ Result<void> CudaDevice::sample_rows(Tensor logits, std::span<const RowSampling>
 void CudaDevice::launch_sampling(Tensor logits) {
   const int64_t rows = logits.rows, vocab = logits.cols;
   auto* meta = static_cast<char*>(temp(sampling_.upload_bytes()));
-  auto* work = static_cast<float*>(temp(static_cast<size_t>(rows * kn::sample_work_stride(vocab)) * sizeof(float)));
+  const bool processed = sampling_.any_processed();  // (else no work rows: the prepare kernel is skipped)
+  auto* work = processed ? static_cast<float*>(temp(static_cast<size_t>(rows * kn::sample_work_stride(vocab)) * sizeof(float))) : nullptr;
   auto* results = static_cast<kn::SampleOut*>(temp(sampling_.results_bytes()));
-  if (!meta || !work || !results) return;
+  if (!meta || (processed && !work) || !results) return;
   if (!check(cudaMemcpyAsync(meta, sampling_.upload(), sampling_.upload_bytes(), cudaMemcpyHostToDevice, stream_.id),
              "uploading sampling specs"))
     return;
