@@ -163,6 +163,13 @@ Result<void> validate_rope(const RopeConfig& r, const char* which, const std::st
   if (!(r.attention_factor > 0.0 && r.attention_factor <= 100.0))
     return make_error(Code::kModelFormat, "{}: the {} rope's attention_factor = {} is outside (0, 100]", source, which,
                       r.attention_factor);
+  // A denormal yarn beta puts the ramp's bounds at infinity, and the ramp then divides infinity by
+  // infinity: NaN frequencies from finite, positive parameters.
+  for (const float f : r.inv_freq())
+    if (!std::isfinite(f))
+      return make_error(Code::kModelFormat,
+                        "{}: the {} rope's yarn parameters (factor {}, beta_fast {}, beta_slow {}) give non-finite frequencies", source,
+                        which, r.factor, r.beta_fast, r.beta_slow);
   return ok();
 }
 
@@ -225,12 +232,12 @@ Result<void> validate(const ModelConfig& c, const std::string& source) {
   // Expert outputs are scaled by it: 1e308 overflowed them to inf, then NaN.
   if (!(c.routed_scaling_factor > 0 && c.routed_scaling_factor <= 1e3))
     return make_error(Code::kModelFormat, "{}: routed_scaling_factor = {} is outside (0, 1000]", source, c.routed_scaling_factor);
-  DI_TRYV(validate_rope(c.rope_main, "main", source));
-  DI_TRYV(validate_rope(c.rope_compress, "compress", source));
   if (c.experts_per_token > c.num_experts) return bad("num_experts_per_tok", c.experts_per_token, "exceeds n_routed_experts");
   int rd = c.rope_main.dim;
   if (rd % 2 || rd <= 0 || rd > c.head_dim) return bad("qk_rope_head_dim", rd, "must be even, positive and at most head_dim");
   if (rd > c.index_head_dim) return bad("qk_rope_head_dim", rd, "exceeds index_head_dim (the indexer rotates it too)");
+  DI_TRYV(validate_rope(c.rope_main, "main", source));  // after the dimension: it computes the frequencies
+  DI_TRYV(validate_rope(c.rope_compress, "compress", source));
   if ((c.num_heads * c.head_dim) % c.o_groups) return bad("o_groups", c.o_groups, "must divide num_attention_heads * head_dim");
   if (c.num_heads % c.o_groups) return bad("o_groups", c.o_groups, "must divide num_attention_heads");
   if (static_cast<int>(c.attention_types.size()) != c.num_layers)

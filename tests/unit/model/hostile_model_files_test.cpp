@@ -98,6 +98,8 @@ TEST(HostileConfig, NumbersThatMakeTheForwardNanAreRefused) {
       {[](json& j) { j["rope_parameters"] = {{"main", {{"rope_theta", 0}}}, {"compress", {{"rope_theta", 160000}}}}; }, "rope_theta"},
       {[](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 1e308}, {"original_max_position_embeddings", 1024}}; }, "factor"},
       {[](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4}, {"beta_fast", -1}}; }, "beta"},
+      // A denormal beta made the ramp's bounds infinite and every frequency NaN (fuzz finding).
+      {[](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4}, {"beta_fast", 1e-310}}; }, "non-finite frequencies"},
       {[](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4}, {"attention_factor", 1e30}}; }, "attention_factor"},
   });
   // JSON numbers too large for a double parse as infinity.
