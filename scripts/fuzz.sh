@@ -5,9 +5,9 @@
 # tests/fuzz/regressions/<target>/ (replayed by every test build) with its fix.
 #
 # Usage: scripts/fuzz.sh [--ci] [--seconds N] [target...]
-#   --ci          the CI step: every target for 30 s (FUZZ_SECONDS overrides), ~6 min with the build
+#   --ci          the CI step: every target for 30 s (FUZZ_SECONDS overrides), ~7 min with the build
 #   --seconds N   seconds per target (default 60)
-#   target        tokenizer_json tokenizer_text config safetensors grammar_regex grammar_json_schema
+#   target        tokenizer_json tokenizer_text chat config safetensors grammar_regex grammar_json_schema
 #                 grammar_ebnf (default: all)
 # Long runs (the corpus in build-fuzz/corpus/ grows across runs), e.g. an hour per target:
 #   nice -n 19 scripts/fuzz.sh --seconds 3600
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(tokenizer_json tokenizer_text config safetensors grammar_regex grammar_json_schema grammar_ebnf)
+all_targets=(tokenizer_json tokenizer_text chat config safetensors grammar_regex grammar_json_schema grammar_ebnf)
 seconds=60
 targets=()
 while (($#)); do
@@ -35,7 +35,7 @@ done
 
 dict_of() {
   case $1 in
-    tokenizer_json|config|safetensors) echo tests/fuzz/dict/json.dict ;;
+    tokenizer_json|chat|config|safetensors) echo tests/fuzz/dict/json.dict ;;
     grammar_regex) echo tests/fuzz/dict/regex.dict ;;
     grammar_json_schema) echo tests/fuzz/dict/json_schema.dict ;;
     grammar_ebnf) echo tests/fuzz/dict/ebnf.dict ;;
