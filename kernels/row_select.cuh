@@ -45,39 +45,27 @@ __device__ __forceinline__ unsigned long long sort_key(float v, int64_t t) {
 
 // --- the row's blocks
 
-// This block's rank among the row's blocks, and their number (a cluster's; 1 without clusters).
-__device__ __forceinline__ unsigned row_block() {
+// This block's rank among the row's blocks and their number (a cluster's; one block without
+// clusters); row_sync: a barrier of every thread of the row's blocks, after which their shared-memory
+// writes before it are visible to all; in_block: the object at p in the shared memory of the row's
+// block `rank`.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cg::this_cluster().block_rank();
-#else
-  return 0;
-#endif
-}
-__device__ __forceinline__ unsigned row_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cg::this_cluster().num_blocks();
-#else
-  return 1;
-#endif
-}
-// A barrier of every thread of the row's blocks; their shared-memory writes before it are visible
-// to all after it.
-__device__ __forceinline__ void row_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cg::this_cluster().sync();
-#else
-  __syncthreads();
-#endif
-}
-// The object at p in the shared memory of the row's block `rank`.
+__device__ __forceinline__ unsigned row_block() { return cg::this_cluster().block_rank(); }
+__device__ __forceinline__ unsigned row_blocks() { return cg::this_cluster().num_blocks(); }
+__device__ __forceinline__ void row_sync() { cg::this_cluster().sync(); }
 template <class T>
 __device__ __forceinline__ T* in_block(T* p, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   return cg::this_cluster().map_shared_rank(p, rank);
-#else
-  return p;
-#endif
 }
+#else
+__device__ __forceinline__ unsigned row_block() { return 0; }
+__device__ __forceinline__ unsigned row_blocks() { return 1; }
+__device__ __forceinline__ void row_sync() { __syncthreads(); }
+template <class T>
+__device__ __forceinline__ T* in_block(T* p, unsigned) {
+  return p;
+}
+#endif
 
 // The tokens of the row this block loops over: an equal share, a multiple of 4 (16-byte vectors).
 struct Slice {

@@ -135,16 +135,21 @@ Result<void> Engine::start() {
   return ok();
 }
 
-void Engine::shutdown() {
-  if (forked()) return;
+bool Engine::close_loop() {
+  if (forked()) return false;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
+    if (closed_) return false;
     closed_ = true;
     stop_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  return true;
+}
+
+void Engine::shutdown() {
+  if (!close_loop()) return;
   cancel_all_generations();
   core_.reset();
   runner_.reset();
@@ -152,17 +157,7 @@ void Engine::shutdown() {
   backend_.reset();
 }
 
-void Engine::stop_at_exit() {
-  if (forked()) return;
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-    closed_ = true;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void Engine::stop_at_exit() { close_loop(); }
 
 void Engine::cancel_all_generations() {
   std::vector<std::unique_ptr<Generation>> left = std::move(inbox_);

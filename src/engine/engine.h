@@ -114,6 +114,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Result<grammar::GrammarCompiler*> grammar_compiler();
 
   void loop();
+  // Marks the engine closed and joins the step loop; false where it was closed already (or this is
+  // a fork's child), and nothing was done.
+  bool close_loop();
   // The step's statistics; the books of the sequences and the inbox. Before the step's delivery:
   // a DONE event is only seen once the statistics no longer count its generation.
   void update_stats(const StepReport& report);

@@ -213,7 +213,8 @@ TEST_F(CudaSampling, PhiloxUniformMatchesTheHostExactly) {
 
 TEST_F(CudaSampling, ARowsResultDoesNotDependOnItsBlockCount) {
   // The select kernel shares a row among a cluster of 1-8 blocks (fewer as rows grow): every count
-  // gives the same bytes, on rows whose slices are empty, tied, crowded, non-finite or too short.
+  // gives the same bytes, on rows whose slices are empty, tied, masked, non-finite or too short
+  // (crowded boundary buckets: TiesAndCrowdedValuesCutLikeTheHost, at the default count).
 #ifndef DEEPINFER_HAS_CUDA
   GTEST_SKIP() << "no CUDA build";
 #else
