@@ -56,6 +56,8 @@ namespace {
 
 // config.json is small (a few KB); anything near this is not a config.
 constexpr uint64_t kMaxConfigBytes = 64ull << 20;
+// Far above any model of the family (V4-Flash has 43).
+constexpr int kMaxLayers = 4096;
 
 // Typed access to config.json with errors that name the key.
 class Reader {
@@ -183,7 +185,7 @@ Result<void> validate(const ModelConfig& c, const std::string& source) {
     int max;  // far above any model of the family: only absurd values (which size work) are refused
   };
   for (const Bounded& b : {Bounded{"vocab_size", c.vocab_size, 1 << 24}, {"hidden_size", c.hidden_size, 1 << 16},
-                           {"num_hidden_layers", c.num_layers, 4096}, {"num_attention_heads", c.num_heads, 4096},
+                           {"num_attention_heads", c.num_heads, 4096},
                            {"head_dim", c.head_dim, 1 << 14}, {"q_lora_rank", c.q_lora_rank, 1 << 18},
                            {"o_groups", c.o_groups, 4096}, {"o_lora_rank", c.o_lora_rank, 1 << 18},
                            {"sliding_window", c.sliding_window, 1 << 24},
@@ -261,6 +263,10 @@ Result<void> read_scalars(const Reader& r, ModelConfig& c, RopeThetas& thetas) {
   DI_TRY(vocab, r.integer("vocab_size", c.vocab_size));
   DI_TRY(hidden, r.integer("hidden_size", c.hidden_size));
   DI_TRY(layers, r.integer("num_hidden_layers", c.num_layers));
+  // Bounded here, not in validate: the layer lists read next are sized by it (-4 made a resize
+  // throw, 2^31 - 1 a list of that many layers).
+  if (layers <= 0 || layers > kMaxLayers)
+    return make_error(Code::kModelFormat, "{}: \"num_hidden_layers\" = {} is outside [1, {}]", r.source(), layers, kMaxLayers);
   DI_TRY(heads, r.integer("num_attention_heads", c.num_heads));
   DI_TRY(kv_heads, r.integer("num_key_value_heads", 1));
   DI_TRY(head_dim, r.integer("head_dim", c.head_dim));

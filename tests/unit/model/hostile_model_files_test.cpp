@@ -75,6 +75,11 @@ TEST(HostileConfig, ValuesThatSizeWorkAreBoundedByShapesAndContext) {
       {[](json& j) { j["moe_intermediate_size"] = 1 << 30; }, "moe_intermediate_size"},
       {[](json& j) { j["max_position_embeddings"] = 2147483647; }, "max_position_embeddings"},
       {[](json& j) { j["quantization_config"] = {{"weight_block_size", {1 << 30, 128}}}; }, "weight_block_size"},
+      // The layer lists are sized by it before the other checks: -4 made a resize throw (fuzz
+      // finding), 2^31 - 1 would have listed that many layers.
+      {[](json& j) { j["num_hidden_layers"] = -4; j["compress_ratios"] = {4, 128, 0, 4, 0}; }, "num_hidden_layers"},
+      {[](json& j) { j["num_hidden_layers"] = 2147483647; }, "num_hidden_layers"},
+      {[](json& j) { j["num_hidden_layers"] = 0; }, "num_hidden_layers"},
   });
   // The values of real models stay valid.
   json j = base_config();
