@@ -2,6 +2,7 @@
 // in the OpenAI JSON shape, rendered and encoded with the DeepSeek tokenizer. Input: JSON text (read
 // both as a tools array and as messages), optionally NUL and text that becomes a user message and a
 // tool call's arguments after them.
+#include "deepseek_tokenizer.h"
 #include "fuzz_input.h"
 #include "text/chat.h"
 #include "text/chat_tools.h"
@@ -12,25 +13,6 @@
 #include <vector>
 
 using namespace deepinfer;
-
-namespace {
-
-const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer tok = [] {
-    auto t = text::Tokenizer::from_file(DI_FUZZ_TOKENIZER);
-    if (!t) std::abort();
-    return std::move(t).value();
-  }();
-  return tok;
-}
-
-}  // namespace
-
-// The tokenizer loads before the first input, outside libFuzzer's per-input timeout.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  (void)tokenizer();
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto [json_text, rest] = fuzz::split_input(data, size);
@@ -43,9 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   messages.push_back({"assistant", std::nullopt, {text::ToolCall{"function", "lookup", more}}});
   for (const bool prompt : {false, true}) {
     (void)text::render_chat(messages, prompt);
-    if (auto ids = text::encode_chat(tokenizer(), messages, prompt))
+    if (auto ids = text::encode_chat(fuzz::deepseek_tokenizer(), messages, prompt))
       for (const text::TokenId id : ids.value())
-        if (!tokenizer().has_token(id)) std::abort();  // the prompt holds an id the model cannot take
+        if (!fuzz::deepseek_tokenizer().has_token(id)) std::abort();  // the prompt holds an id the model cannot take
   }
   return 0;
 }

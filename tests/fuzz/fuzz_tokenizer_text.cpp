@@ -1,5 +1,6 @@
 // The DeepSeek tokenizer on arbitrary text and ids: encode in both modes, decode, stream.
 // Input: text (also read as little-endian int32 ids for decode).
+#include "deepseek_tokenizer.h"
 #include "text/streaming_detokenizer.h"
 #include "text/tokenizer.h"
 
@@ -9,28 +10,8 @@
 
 using namespace deepinfer;
 
-namespace {
-
-const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer tok = [] {
-    auto t = text::Tokenizer::from_file(DI_FUZZ_TOKENIZER);
-    if (!t) std::abort();
-    return std::move(t).value();
-  }();
-  return tok;
-}
-
-}  // namespace
-
-// Loading the 8 MB tokenizer.json takes seconds under the sanitizers: done before the first input,
-// outside libFuzzer's per-input timeout.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  (void)tokenizer();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const text::Tokenizer& t = tokenizer();
+  const text::Tokenizer& t = fuzz::deepseek_tokenizer();
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   for (const auto mode : {text::EncodeMode::kRecognizeAddedTokens, text::EncodeMode::kPlainText}) {
     auto ids = t.encode(input, mode);
