@@ -72,8 +72,8 @@ struct Slice {
   int64_t begin, end;
 };
 __device__ __forceinline__ Slice my_slice(int64_t n) {
-  const unsigned nb = row_blocks();
-  const int64_t per = ((n + nb - 1) / nb + 3) / 4 * 4;
+  const unsigned nb = row_blocks();  // (a power of two: a shift, not a 64-bit division in every pass)
+  const int64_t per = (((n + nb - 1) >> (__ffs(nb) - 1)) + 3) & ~int64_t{3};
   const int64_t begin = min(n, per * row_block());
   return Slice{begin, min(n, begin + per)};
 }
@@ -100,6 +100,7 @@ struct Shared {
   int boundary;
   unsigned boundary_count;
   unsigned long long need, before;
+  unsigned long long list_mass;  // the top_p mass of a short list's kept entries
   int find_warp;
   unsigned long long find_rem;
   int64_t found;
@@ -131,29 +132,34 @@ __device__ T across_blocks(T v, Op op, Shared& sh) {
   return acc;
 }
 
-__device__ unsigned long long row_sum_u64(unsigned long long v, Shared& sh) {
-  v = warp_sum_u64(v);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  unsigned long long t = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) t += sh.red[w];
-  return across_blocks(
-      t, [](unsigned long long a, unsigned long long b) { return a + b; }, sh);
-}
+// A mass and a count summed over the row (every thread gets both).
+struct Sums {
+  unsigned long long mass;
+  int64_t count;
+};
 
-__device__ int64_t row_sum_i64(int64_t v, Shared& sh) {
+__device__ Sums row_sums(Sums v, Shared& sh) {
+  v.mass = warp_sum_u64(v.mass);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  for (int o = 16; o > 0; o >>= 1) v.count += __shfl_xor_sync(kFull, v.count, o);
   __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh.icount[threadIdx.x >> 5] = v;
+  if ((threadIdx.x & 31) == 0) {
+    sh.red[threadIdx.x >> 5] = v.mass;
+    sh.icount[threadIdx.x >> 5] = v.count;
+  }
   __syncthreads();
-  int64_t t = 0;
+  Sums t{0, 0};
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) t += sh.icount[w];
+  for (int w = 0; w < kWarps; ++w) {
+    t.mass += sh.red[w];
+    t.count += sh.icount[w];
+  }
   return across_blocks(
-      t, [](int64_t a, int64_t b) { return a + b; }, sh);
+      t,
+      [](Sums a, Sums b) {
+        return Sums{a.mass + b.mass, a.count + b.count};
+      },
+      sh);
 }
 
 // The row's max and min of floats (every thread gets both).
@@ -393,23 +399,41 @@ __device__ void find_boundary(bool by_mass, unsigned long long need, float fract
       const double want = ceil(static_cast<double>(fraction) * static_cast<double>(total));
       need = want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
     }
+    // The lane whose buckets hold the crossing, then those buckets (kPer / 32 a lane, in order)
+    // scanned over the warp: the first where the running total reaches need.
     const unsigned long long excl = incl - sum;
+    const unsigned owner = __ballot_sync(kFull, excl < need && need <= incl);
     int found = -1;
     unsigned long long before = 0;
-    if (excl < need && need <= incl) {
-      unsigned long long acc = excl;
-#pragma unroll 1
-      for (int i = 0; i < kPer; ++i) {
-        const unsigned long long m = by_mass ? mass[b0 + i] : count[b0 + i];
-        if (acc + m >= need) {
-          found = b0 + i;
-          before = acc;
-          break;
-        }
-        acc += m;
+    unsigned who = 0;
+    if (owner) {
+      const int o = __ffs(owner) - 1;
+      constexpr int kSub = kPer / 32;
+      static_assert(kPer % 32 == 0, "a lane takes kPer / 32 of the buckets");
+      const int b1 = o * kPer + lane * kSub;
+      unsigned long long m[kSub], s = 0;
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        m[i] = by_mass ? mass[b1 + i] : count[b1 + i];
+        s += m[i];
       }
+      unsigned long long run = s;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const unsigned long long y = __shfl_up_sync(kFull, run, d);
+        if (lane >= d) run += y;
+      }
+      unsigned long long acc = __shfl_sync(kFull, excl, o) + run - s;
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        if (found < 0 && acc + m[i] >= need) {
+          found = b1 + i;
+          before = acc;
+        }
+        acc += m[i];
+      }
+      who = __ballot_sync(kFull, found >= 0);  // (every lane after the crossing's finds one too)
     }
-    const unsigned who = __ballot_sync(kFull, found >= 0);
     const int leader = who ? __ffs(who) - 1 : 0;
     found = __shfl_sync(kFull, found, leader);
     before = __shfl_sync(kFull, before, leader);
@@ -533,35 +557,52 @@ __device__ void sort_desc(unsigned long long* buf, int n) {
     }
 }
 
-// The members of bucket b (values in [lo, hi]; n of them in the row) as sort keys in sh.big, sorted
-// descending.
-template <class S>
-__device__ void sort_bucket(const S& set, int64_t vocab, float lo, float hi, double scale, int b, int n, Shared& sh) {
+// The keys of the row's tokens that key_of admits (key_of(t, x, key): whether t is in, and its key),
+// at most kCompact of them, gathered from all the row's blocks into every block's sh.big in no
+// particular order; returns their number.
+template <class KeyOf>
+__device__ unsigned gather_keys(const float* row, int64_t vocab, const KeyOf& key_of, Shared& sh) {
   const unsigned nb = row_blocks();
   unsigned long long* mine = nb == 1 ? sh.big : sh.stage;  // (several blocks: gathered into big below)
   __syncthreads();
   if (threadIdx.x == 0) sh.n_compact = 0;
   __syncthreads();
-  for_each_token(set.row(), vocab, [&](int64_t t, float x) {
-    const float v = set.value(t, x);
-    if (!(v >= lo && v <= hi) || bucket_of(v, hi, scale) != b) return;
+  for_each_token(row, vocab, [&](int64_t t, float x) {
+    unsigned long long key;
+    if (!key_of(t, x, key)) return;
     const cg::coalesced_group g = cg::coalesced_threads();
     unsigned slot = 0;
     if (g.thread_rank() == 0) slot = atomicAdd(&sh.n_compact, g.size());
     slot = g.shfl(slot, 0) + g.thread_rank();
-    if (slot < static_cast<unsigned>(kCompact)) mine[slot] = sort_key(v, t);
+    if (slot < static_cast<unsigned>(kCompact)) mine[slot] = key;
   });
   __syncthreads();
-  if (nb > 1) {  // the blocks' members in rank order (the sort makes the order irrelevant)
-    const unsigned* counts = gather_blocks(sh.n_compact, sh);
-    unsigned at = 0;
-    for (unsigned r = 0; r < nb; ++r) {
-      const unsigned long long* theirs = in_block(sh.stage, r);
-      for (unsigned i = threadIdx.x; i < counts[r]; i += kThreads) sh.big[at + i] = theirs[i];
-      at += counts[r];
-    }
-    row_sync();  // (the stages are written again by the next sort)
+  if (nb == 1) return min(sh.n_compact, static_cast<unsigned>(kCompact));
+  const unsigned* counts = gather_blocks(sh.n_compact, sh);
+  unsigned at = 0;
+  for (unsigned r = 0; r < nb; ++r) {
+    const unsigned long long* theirs = in_block(sh.stage, r);
+    const unsigned k = min(counts[r], static_cast<unsigned>(kCompact) - at);
+    for (unsigned i = threadIdx.x; i < k; i += kThreads) sh.big[at + i] = theirs[i];
+    at += k;
   }
+  row_sync();  // (the stages are written again by the next gather)
+  return at;
+}
+
+// The members of bucket b (values in [lo, hi]; n of them in the row) as sort keys in sh.big, sorted
+// descending.
+template <class S>
+__device__ void sort_bucket(const S& set, int64_t vocab, float lo, float hi, double scale, int b, int n, Shared& sh) {
+  gather_keys(
+      set.row(), vocab,
+      [&](int64_t t, float x, unsigned long long& key) {
+        const float v = set.value(t, x);
+        if (!(v >= lo && v <= hi) || bucket_of(v, hi, scale) != b) return false;
+        key = sort_key(v, t);
+        return true;
+      },
+      sh);
   sort_desc(sh.big, n);
 }
 
@@ -596,14 +637,17 @@ __device__ int walk_sorted(const S& set, int n, bool by_mass, unsigned long long
 
 // The cut that keeps the shortest rank prefix of the set (members with finite values in [lo, hi],
 // the whole set) holding `need` members, or (by_mass) `need` of mass; with fraction > 0, need is
-// that fraction of the set's mass, rounded up.
+// that fraction of the set's mass, rounded up. counted: the first histogram and find_boundary's
+// results for these arguments are in sh already.
 template <class S>
 __device__ Cut select_prefix(const S& set, int64_t vocab, bool by_mass, unsigned long long need, float fraction, float lo, float hi,
-                             Shared& sh) {
-  for (;;) {
+                             Shared& sh, bool counted = false) {
+  for (;; counted = false) {
     const double scale = hi > lo ? (kBuckets - 1) / (static_cast<double>(hi) - static_cast<double>(lo)) : 0.0;
-    histogram(set, vocab, by_mass, lo, hi, scale, sh);
-    find_boundary(by_mass, need, fraction, sh);
+    if (!counted) {
+      histogram(set, vocab, by_mass, lo, hi, scale, sh);
+      find_boundary(by_mass, need, fraction, sh);
+    }
     const int b = sh.boundary;
     if (b < 0) return Cut{};  // (exact sums: unreachable)
     const unsigned n = sh.boundary_count;

@@ -1,13 +1,16 @@
 // Sampling rows of logits on the device (sampling.h): the processing order of
 // src/sample/sampling_params.h.
 //
-// Two launches. The prepare kernel (blocks of 4096 tokens) writes each row that steps 1-5 change
-// into a work row: grammar mask and allowed tokens densely, then the row's sorted edit list (bias,
-// min_tokens bans, penalties), each token computed from its raw logit in the host's order with the
-// host's float operations. The select kernel then does the rest on that row: the NaN / +inf check,
-// greedy argmax, top_k, temperature, top_p, min_p, the draw and logprobs. It gives a row one block,
-// or, where rows are fewer than the multiprocessors, a cluster of up to 8 blocks that share its
-// passes (row_select.cuh): at batch 1 a row's passes are otherwise issue-bound on one SM.
+// One launch. The select kernel gives a row one block, or, where rows are fewer than the
+// multiprocessors, a cluster of up to 8 blocks that share its passes (row_select.cuh): at batch 1 a
+// row's passes are otherwise issue-bound on one SM. Each block first writes its slice of a row that
+// steps 1-5 change into the row's work row (grammar mask and allowed tokens densely, then the row's
+// sorted edit list: bias, min_tokens bans, penalties), each token computed from its raw logit in the
+// host's order with the host's float operations; then the row's blocks do the rest on that row: the
+// NaN / +inf check, greedy argmax, top_k, temperature, top_p, min_p, the draw and logprobs. Where
+// the cuts fall among a few hundred of the row's highest tokens, they are made on a list of those in
+// shared memory (draw_from_top_k, draw_from_top_p), and where top_k keeps up to 2048, top_p and the
+// draw walk a sorted list of them, instead of passes over the row.
 //
 // Truncations keep a rank prefix of (value descending, id ascending). The cut is found without
 // sorting the row: a histogram of the candidates over 2048 value buckets (counts, or masses for
@@ -25,8 +28,6 @@
 namespace deepinfer::kernels {
 namespace {
 
-constexpr int kPrepThreads = 256;
-constexpr int64_t kPrepChunk = 4096;    // tokens per prepare block: whole mask words
 constexpr float kFixedScale = 0x1p40f;  // masses: weights in 64-bit fixed point
 // Tokens a block of a row's cluster takes at least: below, the cluster's barriers cost more than
 // the split saves (H200, one row: top_p over 4,096 tokens 39 us a call in one block, 47 in two, 55 in
@@ -144,37 +145,32 @@ struct LogprobSet {
 
 __device__ __forceinline__ bool mask_allows(const uint32_t* mask, int64_t t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
 
-// Steps 1-5 into the work row of each row that needs them (apply_token_bitmask, apply_allowed_token_ids,
-// apply_logit_bias, apply_min_tokens, apply_penalties).
-__global__ void __launch_bounds__(kPrepThreads)
-    sample_prepare_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
-                          const uint32_t* mask_words, float* work, int64_t stride) {
-  pdl_begin();
-  const int64_t r = blockIdx.x;
-  const SampleRowSpec sp = specs[r];
-  if ((sp.flags & kRowSkip) || !(sp.flags & kRowProcessed)) return;
-  const float* raw = logits + r * vocab;
-  float* out = work + r * stride;
-  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kPrepChunk, end = min(vocab, begin + kPrepChunk);
+// Steps 1-5 for this block's slice of a processed row, into its work row `out` (apply_token_bitmask,
+// apply_allowed_token_ids, then the row's sorted edits: apply_logit_bias, apply_min_tokens,
+// apply_penalties), each token from its raw logit in the host's order with the host's float
+// operations. Also finds the slice's first logit that is not finite (bad).
+__device__ void prepare_slice(const float* raw, float* out, int64_t vocab, const SampleRowSpec& sp, const SampleEdit* edits,
+                              const uint32_t* mask_words, int64_t& bad) {
   const uint32_t* mask = (sp.flags & kRowGrammar) ? mask_words + sp.mask_offset : nullptr;
   const bool allowed_only = sp.flags & kRowAllowedOnly;
-#pragma unroll 4
-  for (int64_t t = begin + threadIdx.x; t < end; t += kPrepThreads) {
-    const float v = raw[t];
+  for_each_token_vec(raw, vocab, [&](int64_t t, float v) {
+    if (!(fabsf(v) < pos_inf()) && t < bad) bad = t;
     out[t] = allowed_only || (mask && !mask_allows(mask, t)) ? neg_inf() : v;
-  }
+  });
   if (sp.edit_count == 0) return;
-  __syncthreads();  // the chunk's listed tokens are written again below, by other threads
+  __syncthreads();  // the slice's listed tokens are written again below, by other threads
+  const Slice sl = my_slice(vocab);
   const SampleEdit* e = edits + sp.edit_begin;
-  int lo = 0, hi = sp.edit_count;  // first edit of the chunk
+  int lo = 0,
+      hi = sl.begin > 0 ? sp.edit_count : 0;  // the slice's first edit (dependent loads: only where the slice is not the row's first)
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (e[mid].token < begin)
+    if (e[mid].token < sl.begin)
       lo = mid + 1;
     else
       hi = mid;
   }
-  for (int i = lo + threadIdx.x; i < sp.edit_count && e[i].token < end; i += kPrepThreads) {
+  for (int i = lo + threadIdx.x; i < sp.edit_count && e[i].token < sl.end; i += kThreads) {
     const SampleEdit ed = e[i];
     const int64_t t = ed.token;
     float v = raw[t];
@@ -198,19 +194,18 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
   const LogprobSet set{c, source};
   const float* row = set.row();
   const float own = set.value(token, row[token]);
-  float mx = neg_inf(), mn = pos_inf();
-  int64_t finite = 0;
+  RowStats st{c.vocab, neg_inf(), pos_inf(), neg_inf(), 0, INT64_MAX};  // (range and count only)
   for_each_token(row, c.vocab, [&](int64_t t, float x) {
     const float v = set.value(t, x);
     if (v > neg_inf()) {
-      mx = fmaxf(mx, v);
-      mn = fminf(mn, v);
-      ++finite;
+      st.max = fmaxf(st.max, v);
+      st.min = fminf(st.min, v);
+      ++st.finite;
     }
   });
-  const float2 range = row_max_min(mx, mn, sh);
-  finite = row_sum_i64(finite, sh);
-  const float smax = range.x, smin = range.y;
+  st = row_stats(st, sh);
+  const int64_t finite = st.finite;
+  const float smax = st.max, smin = st.min;
   unsigned long long sum = 0;
   int64_t before = 0;  // tokens ranked before it: a larger value, or an equal one and a lower id
   for_each_token(row, c.vocab, [&](int64_t t, float x) {
@@ -218,8 +213,9 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
     sum += fixed_mass(exp_nonpositive(__fsub_rn(v, smax)));
     before += v > own || (v == own && t < token);
   });
-  sum = row_sum_u64(sum, sh);
-  before = row_sum_i64(before, sh);
+  const Sums sums = row_sums(Sums{sum, before}, sh);
+  sum = sums.mass;
+  before = sums.count;
   const double log_z = static_cast<double>(smax) + log(static_cast<double>(sum) * 0x1p-40);
   const bool leader = threadIdx.x == 0 && row_block() == 0;  // writes the row's result
   if (leader) {
@@ -280,9 +276,237 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
   }
 }
 
+// top_p's need: top_p of the total mass, rounded up, at least 1 (find_boundary's).
+__device__ __forceinline__ unsigned long long top_p_need(float top_p, unsigned long long total) {
+  const double want = ceil(static_cast<double>(top_p) * static_cast<double>(total));
+  return want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
+}
+
+// Cuts and the draw on a list of at most kThreads tokens in sh.big (sort keys, any order): the list
+// top_k kept (draw_from_kept), or the row's highest tokens, of which the top_k best are kept (top_k >
+// 0: draw_from_top_k) or among which top_p's cut falls (top_p_need_of_row > 0, of the row's mass:
+// draw_from_top_p). A group of threads takes each entry and sums over the list, reading it from
+// shared memory (each thread a share, then the group adds up): the entries ranked before it (top_k's
+// cut) and their masses (top_p's), then the survivors' masses of lower ids (the draw). No sort and no
+// scan, barely a barrier; the same integers summed as the row passes: the same cuts and token.
+__device__ int64_t draw_from_short_list(RowCtx& c, const SampleRowSpec& sp, unsigned long long bits, int n, int64_t top_k,
+                                        unsigned long long top_p_need_of_row, Shared& sh) {
+  int lanes = 1;  // threads per entry (a power of two, up to a warp)
+  while (lanes < 32 && n * lanes * 2 <= kThreads) lanes *= 2;
+  const int i = threadIdx.x / lanes, sub = threadIdx.x % lanes;
+  const bool lead = i < n && sub == 0;  // writes the entry's results
+  // f(j) for this thread's entries j of the list (every lanes-th, four loads in flight), then the
+  // group's sums of what f accumulated.
+  const auto over_list = [&](auto&& f) {
+    for (int j0 = sub; j0 < n; j0 += 4 * lanes)
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (j0 + u * lanes < n) f(j0 + u * lanes);
+  };
+  const auto group_sum = [lanes](unsigned long long v) {
+    for (int o = 1; o < lanes; o <<= 1) v += __shfl_xor_sync(kFull, v, o);
+    return v;
+  };
+  const unsigned long long key = i < n ? sh.big[i] : 0;
+  const float x = key_value(static_cast<uint32_t>(key >> 32));
+  const int64_t t = static_cast<int64_t>(~static_cast<uint32_t>(key));
+  unsigned long long* mass = sh.stage;  // (free once gather_keys returned)
+  bool kept = i < n;
+  unsigned long long before = 0, mine = 0;  // top_p: the mass ranked before this entry; its own
+  if (top_k > 0 || sp.top_p < 1.0f) {
+    // One pass over the list: the entries ranked before this one, their masses and the list's. A kept
+    // entry's predecessors are all kept, so its sum needs no other entry's rank.
+    mine = i < n && sp.top_p < 1.0f ? TopPSet{c}.mass(x) : 0;
+    if (lead) mass[i] = mine;
+    __syncthreads();
+    unsigned long long rank = 0, total = 0;
+    over_list([&](int j) {
+      const unsigned long long m = mass[j];
+      const bool ahead = sh.big[j] > key;
+      rank += ahead;
+      before += ahead ? m : 0;
+      total += m;
+    });
+    rank = group_sum(rank);
+    before = group_sum(before);
+    total = group_sum(total);
+    if (top_k > 0) {  // the list holds more than top_k keeps: ranks decide
+      kept = kept && rank < static_cast<unsigned long long>(top_k);
+      if (lead && rank + 1 == static_cast<unsigned long long>(top_k)) {
+        c.top_k = Cut{x, t, true};
+        sh.list_mass = before + mine;
+      }
+    } else if (threadIdx.x == 0) {
+      sh.list_mass = total;
+    }
+  }
+  if (threadIdx.x == 0) {
+    c.min_p = sp.min_p;
+    sh.found = -1;
+  }
+  __syncthreads();
+  if (sp.top_p < 1.0f) {
+    const unsigned long long need = top_p_need_of_row > 0 ? top_p_need_of_row : top_p_need(sp.top_p, sh.list_mass);
+    if (lead && kept && before < need && need <= before + mine) c.top_p = Cut{x, t, true};  // (one entry crosses it)
+    __syncthreads();
+  }
+  mine = kept && c.survives(x, t) ? fixed_mass(c.weight(x)) : 0;
+  if (lead) mass[i] = mine;
+  __syncthreads();
+  unsigned long long total = 0;
+  before = 0;  // the mass of the survivors of lower ids
+  over_list([&](int j) {
+    const unsigned long long m = mass[j];
+    total += m;
+    if (static_cast<uint32_t>(sh.big[j]) > static_cast<uint32_t>(key)) before += m;  // (ids are stored inverted)
+  });
+  total = group_sum(total);
+  before = group_sum(before);
+  const unsigned long long target = scale_draw(bits, total);
+  if (lead && before <= target && target < before + mine) sh.found = t;
+  __syncthreads();
+  return sh.found;
+}
+
+// Steps 9-11 where top_k kept at most kCompact tokens: those tokens are gathered into shared memory,
+// and top_p's cut and the draw walk that list instead of passes over the row (on a narrow row at
+// batch 1 the passes' latency is most of the kernel): a short list by draw_from_short_list, a longer
+// one sorted once. The same cut and token as the row passes: the masses are the same integers, the
+// order the same total order. Sets c.top_p and c.min_p (the logprobs read them); returns the drawn
+// token, -1 where no survivor has mass.
+__device__ int64_t draw_from_kept(RowCtx& c, const SampleRowSpec& sp, unsigned long long bits, Shared& sh) {
+  const int n = static_cast<int>(gather_keys(
+      c.work, c.vocab,
+      [&](int64_t t, float x, unsigned long long& key) {
+        if (!(x > neg_inf() && c.top_k.keeps(x, t))) return false;
+        key = sort_key(x, t);
+        return true;
+      },
+      sh));
+  if (n <= kThreads) return draw_from_short_list(c, sp, bits, n, 0, 0, sh);
+  sort_desc(sh.big, n);  // rank order
+  const auto value_of = [&](int i) { return key_value(static_cast<uint32_t>(sh.big[i] >> 32)); };
+  const auto id_of = [&](int i) { return static_cast<int64_t>(~static_cast<uint32_t>(sh.big[i])); };
+  const TopPSet set{c};
+  const int i0 = 4 * threadIdx.x;  // (n <= kCompact = 4 entries a thread)
+  if (sp.top_p < 1.0f) {
+    unsigned long long s = 0, total = 0;
+    for (int j = 0; j < 4 && i0 + j < n; ++j) s += set.mass(value_of(i0 + j));
+    block_exclusive_scan_u64(s, sh, &total);
+    const int at = walk_sorted(set, n, true, top_p_need(sp.top_p, total), sh);
+    if (threadIdx.x == 0) c.top_p = Cut{value_of(at), id_of(at), true};
+  }
+  if (threadIdx.x == 0) c.min_p = sp.min_p;
+  __syncthreads();
+  // The draw walks the survivors in id order: the list re-keyed by id (ascending as the keys descend).
+  for (int i = threadIdx.x; i < n; i += kThreads)
+    sh.big[i] = (static_cast<unsigned long long>(~static_cast<uint32_t>(id_of(i))) << 32) | __float_as_uint(value_of(i));
+  sort_desc(sh.big, n);
+  unsigned long long m[4], s = 0, total = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int i = i0 + j;
+    const int64_t t = i < n ? static_cast<int64_t>(~static_cast<uint32_t>(sh.big[i] >> 32)) : 0;
+    const float x = i < n ? __uint_as_float(static_cast<uint32_t>(sh.big[i])) : neg_inf();
+    m[j] = i < n && c.survives(x, t) ? fixed_mass(c.weight(x)) : 0;
+    s += m[j];
+  }
+  if (threadIdx.x == 0) sh.found = -1;
+  const unsigned long long excl = block_exclusive_scan_u64(s, sh, &total);
+  const unsigned long long target = scale_draw(bits, total);
+  if (excl <= target && target < excl + s) {
+    unsigned long long acc = excl;
+    for (int j = 0; j < 4; ++j) {
+      acc += m[j];
+      if (acc > target) {
+        sh.found = static_cast<int64_t>(~static_cast<uint32_t>(sh.big[i0 + j] >> 32));
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return sh.found;
+}
+
+// The row's tokens with finite values in buckets 0..b of select_prefix's histogram over [lo, hi],
+// gathered into sh.big (draw_from_top_k, draw_from_top_p).
+__device__ void gather_top_buckets(const RowCtx& c, float lo, float hi, double scale, int b, Shared& sh) {
+  gather_keys(
+      c.work, c.vocab,
+      [&](int64_t t, float x, unsigned long long& key) {
+        if (!(x >= lo && x <= hi) || bucket_of(x, hi, scale) > b) return false;
+        key = sort_key(x, t);
+        return true;
+      },
+      sh);
+}
+
+// Steps 8-11 where top_k keeps at most kThreads tokens: one histogram of the row's finite values
+// finds the bucket where top_k's count is reached; where that bucket and those above it hold at most
+// kThreads tokens, they are gathered and draw_from_short_list ranks them (top_k's cut), cuts top_p and
+// draws, with none of select_prefix's sort and second pass. Returns kNotDrawn where the prefix is
+// longer, the histogram and its boundary left in sh for select_prefix.
+constexpr int64_t kNotDrawn = -2;
+__device__ int64_t draw_from_top_k(RowCtx& c, const SampleRowSpec& sp, unsigned long long bits, Shared& sh) {
+  const float lo = c.min, hi = c.max;
+  const double scale = hi > lo ? (kBuckets - 1) / (static_cast<double>(hi) - static_cast<double>(lo)) : 0.0;
+  histogram(TopKSet{c}, c.vocab, false, lo, hi, scale, sh);
+  find_boundary(false, static_cast<unsigned long long>(sp.top_k), 0.0f, sh);
+  const int b = sh.boundary;
+  const unsigned long long n = sh.before + sh.boundary_count;  // the tokens of buckets 0..b
+  if (b < 0 || n > static_cast<unsigned long long>(kThreads)) return kNotDrawn;
+  gather_top_buckets(c, lo, hi, scale, b, sh);
+  return draw_from_short_list(c, sp, bits, static_cast<int>(n), sp.top_k, 0, sh);
+}
+
+// Steps 9-11 without top_k, where top_p's cut falls among the row's highest kThreads tokens or
+// fewer (a trained model's rows): the histogram of masses finds the bucket where top_p's need is
+// reached; the tokens of that bucket and those above it are gathered and draw_from_short_list cuts
+// and draws from them (every survivor is among them), instead of select_prefix's sort and the draw's
+// passes over the row. Returns kNotDrawn where they are more, the histogram and its boundary left
+// in sh for select_prefix.
+__device__ int64_t draw_from_top_p(RowCtx& c, const SampleRowSpec& sp, unsigned long long bits, Shared& sh) {
+  const float lo = c.min, hi = c.max;
+  const double scale = hi > lo ? (kBuckets - 1) / (static_cast<double>(hi) - static_cast<double>(lo)) : 0.0;
+  histogram(TopPSet{c}, c.vocab, true, lo, hi, scale, sh);
+  find_boundary(true, 0, sp.top_p, sh);
+  const int b = sh.boundary;
+  const unsigned long long need = sh.need;
+  if (b < 0) return kNotDrawn;
+  const unsigned* count = reinterpret_cast<const unsigned*>(sh.big + kBuckets);
+  unsigned long long mine = 0, n = 0;  // n: the tokens of buckets 0..b
+  for (int i = threadIdx.x; i <= b; i += kThreads) mine += count[i];
+  block_exclusive_scan_u64(mine, sh, &n);
+  if (n > static_cast<unsigned long long>(kThreads)) return kNotDrawn;
+  gather_top_buckets(c, lo, hi, scale, b, sh);
+  return draw_from_short_list(c, sp, bits, static_cast<int>(n), 0, need, sh);
+}
+
+// Steps 8-11 otherwise: top_k's cut by select_prefix (cut_k), then draw_from_kept where it kept at
+// most kCompact tokens, else top_p's cut and the draw by passes over the row. counted: the first
+// cut's first histogram is in sh (draw_from_top_k's or draw_from_top_p's).
+__device__ int64_t draw_over_row(RowCtx& c, const SampleRowSpec& sp, unsigned long long bits, bool cut_k, bool counted, Shared& sh) {
+  if (cut_k) {
+    const Cut k = select_prefix(TopKSet{c}, c.vocab, false, sp.top_k, 0.0f, c.min, c.max, sh, counted);
+    counted = false;
+    if (threadIdx.x == 0) c.top_k = k;
+    __syncthreads();
+  }
+  if (c.top_k.on && sp.top_k <= kCompact) return draw_from_kept(c, sp, bits, sh);
+  if (sp.top_p < 1.0f) {
+    const Cut p = select_prefix(TopPSet{c}, c.vocab, true, 0, sp.top_p, c.min, c.max, sh, counted);
+    if (threadIdx.x == 0) c.top_p = p;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) c.min_p = sp.min_p;
+  __syncthreads();
+  return ordered_find(
+      c.work, c.vocab, DrawSet{c}, [bits](unsigned long long total) { return scale_draw(bits, total); }, sh);
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
-    sample_select_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const float* work, int64_t stride,
-                         SampleOut* out, PhiloxConstants philox) {
+    sample_select_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
+                         const uint32_t* mask_words, float* work, int64_t stride, SampleOut* out, PhiloxConstants philox) {
   pdl_begin();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x / row_blocks();
@@ -303,16 +527,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   // sample_row's first check, a logit that is not finite (NaN or either infinity) anywhere in the
-  // row, then the processed row's range, finite count and argmax: one pass where the row was not
-  // processed, and one reduction.
+  // row (found by the pass that writes a processed row), then the processed row's range, finite
+  // count and argmax, with one reduction.
   RowStats st{vocab, neg_inf(), pos_inf(), neg_inf(), 0, INT64_MAX};
-  const bool processed = c.work != c.raw;
-  const auto check = [&](int64_t t, float x) {
-    if (!(fabsf(x) < pos_inf()) && t < st.bad) st.bad = t;
-  };
-  if (processed) for_each_token_vec(c.raw, vocab, check);
+  const bool processed = sp.flags & kRowProcessed;
+  if (processed) {
+    prepare_slice(c.raw, work + r * stride, vocab, sp, edits, mask_words, st.bad);
+    row_sync();  // the row's work row, written by its blocks, complete and visible to all of them
+  }
   for_each_token_vec(c.work, vocab, [&](int64_t t, float x) {
-    if (!processed) check(t, x);
+    if (!processed && !(fabsf(x) < pos_inf()) && t < st.bad) st.bad = t;
     if (x > neg_inf()) {
       st.max = fmaxf(st.max, x);
       st.min = fminf(st.min, x);
@@ -352,21 +576,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       c.use_inv = isfinite(c.inv_t);
     }
     __syncthreads();
-    if (sp.top_k > 0 && sp.top_k < finite) {
-      const Cut k = select_prefix(TopKSet{c}, vocab, false, sp.top_k, 0.0f, c.min, c.max, sh);
-      if (threadIdx.x == 0) c.top_k = k;
-      __syncthreads();
-    }
-    if (sp.top_p < 1.0f) {
-      const Cut p = select_prefix(TopPSet{c}, vocab, true, 0, sp.top_p, c.min, c.max, sh);
-      if (threadIdx.x == 0) c.top_p = p;
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) c.min_p = sp.min_p;
-    __syncthreads();
     const unsigned long long bits = philox_bits53(sp.seed_lo, sp.seed_hi, sp.completion, sp.position, philox);
-    const int64_t drawn = ordered_find(
-        c.work, vocab, DrawSet{c}, [bits](unsigned long long total) { return scale_draw(bits, total); }, sh);
+    const bool cut_k = sp.top_k > 0 && sp.top_k < finite;
+    const bool short_k = cut_k && sp.top_k <= kThreads, short_p = !cut_k && sp.top_p < 1.0f;
+    int64_t drawn = short_k ? draw_from_top_k(c, sp, bits, sh) : short_p ? draw_from_top_p(c, sp, bits, sh) : kNotDrawn;
+    if (drawn == kNotDrawn) drawn = draw_over_row(c, sp, bits, cut_k, short_k || short_p, sh);
     if (drawn >= 0) token = drawn;  // (the best token always survives with mass 2^40)
   }
   if (leader) o->token = static_cast<int32_t>(token);
@@ -405,25 +619,18 @@ int sample_row_blocks(int64_t rows, int64_t vocab) {
 cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
                         const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s, int row_blocks) {
   if (rows <= 0 || vocab <= 0) return cudaSuccess;
-  const int64_t chunks = (vocab + kPrepChunk - 1) / kPrepChunk;
   if (row_blocks == 0) row_blocks = sample_row_blocks(rows, vocab);
-  if (vocab > kMaxSampleVocab || rows * kMaxRowBlocks > 2147483647 || chunks > 65535 || row_blocks < 1 || row_blocks > kMaxRowBlocks ||
+  if (vocab > kMaxSampleVocab || rows * kMaxRowBlocks > 2147483647 || row_blocks < 1 || row_blocks > kMaxRowBlocks ||
       (row_blocks & (row_blocks - 1)) != 0)
     return cudaErrorInvalidValue;
   const int64_t stride = sample_work_stride(vocab);
-  cudaError_t e = cudaSuccess;
-  if (work) {  // (none: no row is processed)
-    e = launch(sample_prepare_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(chunks)), dim3(kPrepThreads), 0, s)(
-        logits, vocab, specs, edits, mask_words, work, stride);
-    if (e != cudaSuccess) return e;
-  }
   auto select = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows * row_blocks)), dim3(kThreads), 0, s);
   if (row_blocks > 1) select.cluster(static_cast<unsigned>(row_blocks));
-  e = select(logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+  cudaError_t e = select(logits, vocab, specs, edits, mask_words, work, stride, out, philox);
   if (e != cudaSuccess && row_blocks > 1) {  // a device (partition) that cannot place the cluster: one block a row
     cudaGetLastError();
-    e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(
-        logits, vocab, specs, static_cast<const float*>(work), stride, out, philox);
+    e = launch(sample_select_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s)(logits, vocab, specs, edits, mask_words, work,
+                                                                                              stride, out, philox);
   }
   if (e != cudaSuccess) return e;
   return cudaGetLastError();

@@ -19,7 +19,7 @@ struct PhiloxConstants {
 
 enum SampleRowFlag : int32_t {
   kRowSkip = 1,          // not sampled (the host found it invalid): its result is not read
-  kRowProcessed = 2,     // steps 1-5 change the row: the prepare kernel writes it to the work rows
+  kRowProcessed = 2,     // steps 1-5 change the row: the kernel writes it to the work rows first
   kRowAllowedOnly = 4,   // tokens without kEditAllowed get -inf
   kRowGrammar = 8,       // mask_offset: the row's grammar bitmask
   kRowRawLogprobs = 16,  // logprobs of the raw logits (else of the processed ones)
@@ -73,10 +73,10 @@ int64_t sample_work_stride(int64_t vocab);
 
 // Samples rows of logits [rows, vocab] (vocab <= kMaxSampleVocab): out[r] from specs[r], its edits
 // (edits + spec.edit_begin) and grammar mask (mask_words + spec.mask_offset). work: rows *
-// sample_work_stride(vocab) floats, or null where no spec has kRowProcessed (the prepare kernel is
-// then skipped). row_blocks: the blocks that share each row (a cluster: 1, 2, 4
-// or 8; more than 1 on sm_90 only), or 0 for sample_row_blocks(rows, vocab); the results do not depend
-// on it. Launch sizes depend only on rows, vocab and row_blocks (capturable).
+// sample_work_stride(vocab) floats, or null where no spec has kRowProcessed. row_blocks: the blocks
+// that share each row (a cluster: 1, 2, 4 or 8; more than 1 on sm_90 only), or 0 for
+// sample_row_blocks(rows, vocab); the results do not depend on it. Launch sizes depend only on
+// rows, vocab and row_blocks (capturable).
 cudaError_t sample_rows(const float* logits, int64_t rows, int64_t vocab, const SampleRowSpec* specs, const SampleEdit* edits,
                         const uint32_t* mask_words, float* work, SampleOut* out, const PhiloxConstants& philox, Stream s,
                         int row_blocks = 0);

@@ -213,8 +213,9 @@ TEST_F(CudaSampling, PhiloxUniformMatchesTheHostExactly) {
 
 TEST_F(CudaSampling, ARowsResultDoesNotDependOnItsBlockCount) {
   // The select kernel shares a row among a cluster of 1-8 blocks (fewer as rows grow): every count
-  // gives the same bytes, on rows whose slices are empty, tied, masked, non-finite or too short
-  // (crowded boundary buckets: TiesAndCrowdedValuesCutLikeTheHost, at the default count).
+  // gives the same bytes, on rows whose slices are empty, tied, masked, non-finite or too short, and
+  // whose top_k lists are crowded or tied (crowded boundary buckets of the whole row:
+  // TiesAndCrowdedValuesCutLikeTheHost, at the default count).
 #ifndef DEEPINFER_HAS_CUDA
   GTEST_SKIP() << "no CUDA build";
 #else
@@ -253,6 +254,14 @@ TEST_F(CudaSampling, ARowsResultDoesNotDependOnItsBlockCount) {
       add(make_logits(vocab, 70 + seed, shape), 1.3f, 1.0f, 3, 0.0f, 2);
     }
     add(std::vector<float>(static_cast<size_t>(vocab), 0.5f), 1.0f, 0.3f, 0, 0.0f, 20);  // all equal
+    // A crowded top: top_k's list (gathered from every block) holds ties, then top_p cuts it.
+    std::vector<float> crowded = make_logits(vocab, 95, RowShape::kFlat);
+    for (int64_t i = 0; i < vocab / 4; ++i) crowded[static_cast<size_t>((i * 41) % vocab)] = 20.0f;
+    add(crowded, 1.0f, 0.5f, static_cast<int>(std::min<int64_t>(1000, vocab / 2)), 0.0f, 5);
+    // Ties at top_k's cut in a short list (ranked in shared memory, not sorted).
+    std::vector<float> tied = make_logits(vocab, 96, RowShape::kFlat);
+    for (int64_t i = 0; i < std::min<int64_t>(300, vocab / 2); ++i) tied[static_cast<size_t>((i * 37) % vocab)] = 20.0f;
+    add(tied, 1.0f, 0.7f, static_cast<int>(std::min<int64_t>(200, vocab / 3)), 0.0f, 5);
     const std::vector<int64_t> few{vocab / 3, vocab - 1}, none;
     add(make_logits(vocab, 90, RowShape::kFlat), 1.0f, 1.0f, 0, 0.0f, 20, &few);  // fewer allowed than logprobs: -inf ones listed
     add(make_logits(vocab, 91, RowShape::kFlat), 1.0f, 1.0f, 0, 0.0f, 2, &none);  // no token
@@ -450,6 +459,21 @@ TEST_F(CudaSampling, FollowsTheHostDistributionOverManySeeds) {
     d.logits = make_logits(1000, 77, RowShape::kPeaked);
     dists.push_back(d);
   }
+  {  // top_p's cut among the row's highest tokens (the short list)
+    Dist d{"4096 tokens, top_p 0.9, min_p 0.05, temperature 1.5", 4096, 16384, {}, {}};
+    d.params.temperature = 1.5f;
+    d.params.top_p = 0.9f;
+    d.params.min_p = 0.05f;
+    d.logits = make_logits(4096, 79, RowShape::kPeaked);
+    dists.push_back(d);
+  }
+  {  // a list of several hundred: top_k's cut and top_p's by ranks in the short list
+    Dist d{"4096 tokens, top_k 300, top_p 0.95", 4096, 32768, {}, {}};
+    d.params.top_k = 300;
+    d.params.top_p = 0.95f;
+    d.logits = make_logits(4096, 80, RowShape::kFlat);
+    dists.push_back(d);
+  }
   {
     Dist d{"129280 tokens, top_k 8, temperature 2", 129280, 1024, {}, {}};
     d.params.temperature = 2.0f;
@@ -591,11 +615,32 @@ TEST_F(CudaSampling, TiesAndCrowdedValuesCutLikeTheHost) {
   p.top_k = 0;
   p.top_p = 0.5f;
   add("3000 equal maxima, top_p 0.5", p, plateau);
+  // top_k then top_p and min_p: the list top_k keeps (at most 2048), or the row where it keeps more.
+  p.top_k = 1000;
+  add("3000 equal maxima, top_k 1000, top_p 0.5", p, plateau);
+  p.top_k = 5000;
+  p.top_p = 0.3f;
+  add("all equal, top_k 5000, top_p 0.3", p, zeros);
+  // top_k of at most 512 tokens: ranked in a short list where its bucket and those above hold at
+  // most 512 tokens (here with ties at the cut), else cut over the row.
+  std::vector<float> plateau200 = make_logits(vocab, 7, RowShape::kFlat);
+  for (int64_t i = 0; i < 200; ++i) plateau200[static_cast<size_t>((i * 613) % vocab)] = 20.0f;
+  p.top_k = 150;
+  p.top_p = 0.7f;
+  add("200 equal maxima, top_k 150, top_p 0.7", p, plateau200);
+  p.top_k = 300;
+  p.top_p = 0.5f;
+  add("3000 equal maxima, top_k 300, top_p 0.5", p, plateau);
   std::vector<float> crowded = make_logits(vocab, 6, RowShape::kFlat);
   for (int64_t i = 0; i < 6000; ++i) crowded[static_cast<size_t>((i * 17) % vocab)] = 12.0f + 1e-5f * static_cast<float>(i % 997);
   p.top_p = 1.0f;
   p.top_k = 2500;
   add("6000 near maxima, top_k 2500", p, crowded);
+  p.top_k = 2048;
+  p.top_p = 0.9f;
+  p.min_p = 0.5f;
+  add("6000 near maxima, top_k 2048, top_p 0.9, min_p 0.5", p, crowded);
+  p.min_p = 0.0f;
   p.top_k = 0;
   p.top_p = 0.6f;
   p.logprobs_mode = LogprobsMode::kProcessed;

@@ -2,7 +2,7 @@
 // (sample_pack.h) for the kernels of kernels/sampling.cu.
 //
 // The op is an entry point like read(): it launches a pending decode graph first, so it runs after
-// the forward whose logits it samples, eagerly (upload, one or two kernels, the results back, one wait).
+// the forward whose logits it samples, eagerly (upload, one kernel, the results back, one wait).
 // The logits are left as they are (the processed rows go to temporaries). Its kernels' launch
 // sizes depend only on the rows and the vocabulary, and the specs come in one upload, so a step
 // that sampled inside its graph would capture them unchanged.
@@ -37,7 +37,7 @@ Result<void> CudaDevice::sample_rows(Tensor logits, std::span<const RowSampling>
 void CudaDevice::launch_sampling(Tensor logits) {
   const int64_t rows = logits.rows, vocab = logits.cols;
   auto* meta = static_cast<char*>(temp(sampling_.upload_bytes()));
-  const bool processed = sampling_.any_processed();  // (else no work rows: the prepare kernel is skipped)
+  const bool processed = sampling_.any_processed();  // (else no work rows)
   auto* work = processed ? static_cast<float*>(temp(static_cast<size_t>(rows * kn::sample_work_stride(vocab)) * sizeof(float))) : nullptr;
   auto* results = static_cast<kn::SampleOut*>(temp(sampling_.results_bytes()));
   if (!meta || (processed && !work) || !results) return;
