@@ -41,6 +41,27 @@ Result<void> check_row(const RowSampling& row, int64_t vocab) {
 SamplePack::~SamplePack() {
   if (in_) cudaFreeHost(in_);
   if (out_) cudaFreeHost(out_);
+  if (in_device_) cudaFree(in_device_);
+  if (uploaded_) cudaEventDestroy(uploaded_);
+}
+
+cudaError_t SamplePack::upload_beside(cudaStream_t copy, cudaStream_t run, const void** device) {
+  cudaError_t e = cudaSuccess;
+  if (!uploaded_) e = cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming);
+  if (e == cudaSuccess && in_used_ > in_device_capacity_) {  // (the last step's kernel is done: its results were read)
+    if (in_device_) cudaFree(in_device_);
+    in_device_ = nullptr;
+    in_device_capacity_ = 0;
+    const size_t want = std::max(in_used_ + in_used_ / 2, size_t(1) << 16);
+    e = cudaMalloc(&in_device_, want);  // (rare: the upload grows with the rows and their seen tokens)
+    if (e != cudaSuccess) in_device_ = nullptr;
+    in_device_capacity_ = in_device_ ? want : 0;
+  }
+  if (e == cudaSuccess) e = cudaMemcpyAsync(in_device_, in_, in_used_, cudaMemcpyHostToDevice, copy);
+  if (e == cudaSuccess) e = cudaEventRecord(uploaded_, copy);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(run, uploaded_);
+  *device = in_device_;
+  return e;
 }
 
 Result<void> SamplePack::reserve(void*& buffer, size_t& capacity, size_t bytes, const char* what) {

@@ -27,6 +27,9 @@ class SamplePack {
   // memory runs out. Call only once the previous results have been read (the buffers are reused).
   Result<void> pack(std::span<const RowSampling> rows, int64_t vocab);
 
+  // Copies the upload to the device on stream `copy`, beside the forward on stream `run` (off the
+  // step's critical path), and makes `run` wait for it; *device: the copy. Call after pack.
+  cudaError_t upload_beside(cudaStream_t copy, cudaStream_t run, const void** device);
   // The upload (specs, then edits, then mask words, at these byte offsets) and the results' buffer.
   const void* upload() const { return in_; }
   size_t upload_bytes() const { return in_used_; }
@@ -58,6 +61,9 @@ class SamplePack {
   std::vector<RowNote> notes_;
   void* in_ = nullptr;  // page-locked
   size_t in_capacity_ = 0, in_used_ = 0, edits_at_ = 0, masks_at_ = 0;
+  void* in_device_ = nullptr;  // the upload's device copy (its own: not the temporaries a forward in flight uses)
+  size_t in_device_capacity_ = 0;
+  cudaEvent_t uploaded_ = nullptr;
   void* out_ = nullptr;  // page-locked SampleOut
   size_t out_capacity_ = 0;
   bool any_processed_ = false;

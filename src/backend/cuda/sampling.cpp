@@ -2,7 +2,8 @@
 // (sample_pack.h) for the kernels of kernels/sampling.cu.
 //
 // The op is an entry point like read(): it launches a pending decode graph first, so it runs after
-// the forward whose logits it samples, eagerly (upload, one kernel, the results back, one wait).
+// the forward whose logits it samples, eagerly (one kernel, the results back, one wait; the specs'
+// upload runs on the side stream while the forward does).
 // The logits are left as they are (the processed rows go to temporaries). Its kernels' launch
 // sizes depend only on the rows and the vocabulary, and the specs come in one upload, so a step
 // that sampled inside its graph would capture them unchanged.
@@ -36,14 +37,13 @@ Result<void> CudaDevice::sample_rows(Tensor logits, std::span<const RowSampling>
 
 void CudaDevice::launch_sampling(Tensor logits) {
   const int64_t rows = logits.rows, vocab = logits.cols;
-  auto* meta = static_cast<char*>(temp(sampling_.upload_bytes()));
   const bool processed = sampling_.any_processed();  // (else no work rows)
   auto* work = processed ? static_cast<float*>(temp(static_cast<size_t>(rows * kn::sample_work_stride(vocab)) * sizeof(float))) : nullptr;
   auto* results = static_cast<kn::SampleOut*>(temp(sampling_.results_bytes()));
-  if (!meta || (processed && !work) || !results) return;
-  if (!check(cudaMemcpyAsync(meta, sampling_.upload(), sampling_.upload_bytes(), cudaMemcpyHostToDevice, stream_.id),
-             "uploading sampling specs"))
-    return;
+  if ((processed && !work) || !results) return;
+  const void* uploaded = nullptr;  // (copied while the forward runs)
+  if (!check(sampling_.upload_beside(side_stream_.id, stream_.id, &uploaded), "uploading sampling specs")) return;
+  const auto* meta = static_cast<const char*>(uploaded);
   const kn::PhiloxConstants philox{kPhiloxMultiplier0, kPhiloxMultiplier1, kPhiloxWeyl0, kPhiloxWeyl1};
   const auto* specs = reinterpret_cast<const kn::SampleRowSpec*>(meta);
   const auto* edits = reinterpret_cast<const kn::SampleEdit*>(meta + sampling_.edits_offset());
