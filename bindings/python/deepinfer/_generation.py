@@ -13,6 +13,7 @@ import collections
 import threading
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence
 
+from ._closing import Closing
 from ._lib import native
 from .errors import DeepInferError
 from .outputs import CompletionOutput, RequestOutput, StreamDelta, TokenLogprob, Usage, finish_reason_name
@@ -198,7 +199,7 @@ class SyncRun:
         self.queue = 0
 
 
-class Stream(Iterator[StreamDelta]):
+class Stream(Closing, Iterator[StreamDelta]):
     """An iterator over the output of a running generation, as it is produced.
 
     It ends by itself when the generation is over. ``cancel()`` (from any thread) stops it: each
@@ -244,18 +245,6 @@ class Stream(Iterator[StreamDelta]):
         for _ in self:
             pass
         return self._run.requests[0].result()
-
-    def __enter__(self) -> "Stream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def run_blocking(requests: List[Request], params_handles: Sequence[int]) -> List[RequestOutput]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from . import _generation as gen
+from ._closing import Closing
 from ._lib import bundled_demo_model, native, preload_cuda_libraries
 from ._progress import LoadProgressBar
 from .errors import Closed, InvalidArgument, InvalidHandle
@@ -115,7 +116,7 @@ def _option_text(value: Any) -> str:
     return str(value)
 
 
-class Engine:
+class Engine(Closing):
     """A model loaded for generation, shared by any number of threads and asyncio tasks.
 
     Args:
@@ -252,18 +253,6 @@ class Engine:
         if handle and native is not None:
             native.di_engine_free(handle)
         _open_engines.discard(self)
-
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         if self.closed:

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Sequence, Union
 
 from . import _generation as gen
+from ._closing import Closing
 from ._lib import native
 from .errors import Closed, InvalidArgument
 from .outputs import RequestOutput
@@ -75,7 +76,7 @@ def add_chat_messages(session: int, messages: Sequence[Message], tools: Optional
         native.di_session_set_tools(session, json.dumps(list(tools), ensure_ascii=False))
 
 
-class Session:
+class Session(Closing):
     """A conversation (or any growing context) whose model state stays on the engine between
     turns, so each turn only processes its new tokens::
 
@@ -161,18 +162,6 @@ class Session:
         handle, self._handle = self._handle, 0
         if handle and native is not None:
             native.di_session_free(handle)
-
-    def __enter__(self) -> "Session":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return f"Session(context_length={self.context_length})" if self._handle else "Session(closed)"
