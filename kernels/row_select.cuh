@@ -373,6 +373,12 @@ __device__ void histogram(const S& set, int64_t vocab, bool by_mass, float lo, f
   __syncthreads();
 }
 
+// fraction (top_p) of a total mass, rounded up, at least 1 and at most the total.
+__device__ __forceinline__ unsigned long long fraction_need(float fraction, unsigned long long total) {
+  const double want = ceil(static_cast<double>(fraction) * static_cast<double>(total));
+  return want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
+}
+
 // The bucket where the running total (counts or masses, from bucket 0) first reaches `need` (with
 // fraction > 0: fraction of the histogram's total, rounded up): sh.boundary (-1: never),
 // sh.boundary_count, sh.before (the total of the buckets before it), sh.need.
@@ -395,10 +401,7 @@ __device__ void find_boundary(bool by_mass, unsigned long long need, float fract
       if (lane >= o) incl += y;
     }
     const unsigned long long total = __shfl_sync(kFull, incl, 31);
-    if (fraction > 0.0f) {
-      const double want = ceil(static_cast<double>(fraction) * static_cast<double>(total));
-      need = want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
-    }
+    if (fraction > 0.0f) need = fraction_need(fraction, total);
     // The lane whose buckets hold the crossing, then those buckets (kPer / 32 a lane, in order)
     // scanned over the warp: the first where the running total reaches need.
     const unsigned long long excl = incl - sum;

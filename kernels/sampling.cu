@@ -161,8 +161,8 @@ __device__ void prepare_slice(const float* raw, float* out, int64_t vocab, const
   __syncthreads();  // the slice's listed tokens are written again below, by other threads
   const Slice sl = my_slice(vocab);
   const SampleEdit* e = edits + sp.edit_begin;
-  int lo = 0,
-      hi = sl.begin > 0 ? sp.edit_count : 0;  // the slice's first edit (dependent loads: only where the slice is not the row's first)
+  // The slice's first edit: a binary search (dependent loads) only where the slice is not the row's first.
+  int lo = 0, hi = sl.begin > 0 ? sp.edit_count : 0;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
     if (e[mid].token < sl.begin)
@@ -276,12 +276,6 @@ __device__ void write_logprobs(const RowCtx& c, LogprobSource source, int64_t to
   }
 }
 
-// top_p's need: top_p of the total mass, rounded up, at least 1 (find_boundary's).
-__device__ __forceinline__ unsigned long long top_p_need(float top_p, unsigned long long total) {
-  const double want = ceil(static_cast<double>(top_p) * static_cast<double>(total));
-  return want < 1.0 ? 1 : (want >= static_cast<double>(total) ? total : static_cast<unsigned long long>(want));
-}
-
 // Cuts and the draw on a list of at most kThreads tokens in sh.big (sort keys, any order): the list
 // top_k kept (draw_from_kept), or the row's highest tokens, of which the top_k best are kept (top_k >
 // 0: draw_from_top_k) or among which top_p's cut falls (top_p_need_of_row > 0, of the row's mass:
@@ -346,7 +340,7 @@ __device__ int64_t draw_from_short_list(RowCtx& c, const SampleRowSpec& sp, unsi
   }
   __syncthreads();
   if (sp.top_p < 1.0f) {
-    const unsigned long long need = top_p_need_of_row > 0 ? top_p_need_of_row : top_p_need(sp.top_p, sh.list_mass);
+    const unsigned long long need = top_p_need_of_row > 0 ? top_p_need_of_row : fraction_need(sp.top_p, sh.list_mass);
     if (lead && kept && before < need && need <= before + mine) c.top_p = Cut{x, t, true};  // (one entry crosses it)
     __syncthreads();
   }
@@ -393,7 +387,7 @@ __device__ int64_t draw_from_kept(RowCtx& c, const SampleRowSpec& sp, unsigned l
     unsigned long long s = 0, total = 0;
     for (int j = 0; j < 4 && i0 + j < n; ++j) s += set.mass(value_of(i0 + j));
     block_exclusive_scan_u64(s, sh, &total);
-    const int at = walk_sorted(set, n, true, top_p_need(sp.top_p, total), sh);
+    const int at = walk_sorted(set, n, true, fraction_need(sp.top_p, total), sh);
     if (threadIdx.x == 0) c.top_p = Cut{value_of(at), id_of(at), true};
   }
   if (threadIdx.x == 0) c.min_p = sp.min_p;
