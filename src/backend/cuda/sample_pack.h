@@ -30,9 +30,8 @@ class SamplePack {
   // Copies the upload to the device on stream `copy`, beside the forward on stream `run` (off the
   // step's critical path), and makes `run` wait for it; *device: the copy. Call after pack.
   cudaError_t upload_beside(cudaStream_t copy, cudaStream_t run, const void** device);
-  // The upload (specs, then edits, then mask words, at these byte offsets) and the results' buffer.
-  const void* upload() const { return in_; }
-  size_t upload_bytes() const { return in_used_; }
+  // The upload's layout (specs, then edits, then mask words, at these byte offsets) and the results'
+  // buffer.
   size_t edits_offset() const { return edits_at_; }
   size_t masks_offset() const { return masks_at_; }
   kernels::SampleOut* results() { return static_cast<kernels::SampleOut*>(out_); }
