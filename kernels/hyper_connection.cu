@@ -21,6 +21,13 @@ __device__ __forceinline__ int halve_over_warp(float* v, int lane, int off) {
   return upper ? H : 0;
 }
 
+// A lane's share of a mix over four columns (x then y, z, w) and of their sum of squares: the one
+// order mix_partial_kernel and hc_post_mix_kernel both use, so either gives a row the same bits.
+__device__ __forceinline__ float mix_dot4(float a, float4 w, float4 x) {
+  return fmaf(w.w, x.w, fmaf(w.z, x.z, fmaf(w.y, x.y, fmaf(w.x, x.x, a))));
+}
+__device__ __forceinline__ float sumsq4(float a, float4 x) { return fmaf(x.w, x.w, fmaf(x.z, x.z, fmaf(x.y, x.y, fmaf(x.x, x.x, a)))); }
+
 constexpr int kMixTileRows = 32, kMixRowsPerTask = 8, kMixOutsPerTask = 6;
 
 // grid (row tiles of 32, column chunks of kMixChunk), 8 warps: partial[row][chunk][j] for j < n, and
@@ -82,13 +89,7 @@ __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restric
 #pragma unroll
       for (int r = 0; r < kMixRowsPerTask; ++r)
 #pragma unroll
-        for (int j = 0; j < kMixOutsPerTask; ++j) {
-          float a = acc[r][j];
-          a = fmaf(wv[j].x, xv[r].x, a);
-          a = fmaf(wv[j].y, xv[r].y, a);
-          a = fmaf(wv[j].z, xv[r].z, a);
-          acc[r][j] = fmaf(wv[j].w, xv[r].w, a);
-        }
+        for (int j = 0; j < kMixOutsPerTask; ++j) acc[r][j] = mix_dot4(acc[r][j], wv[j], xv[r]);
     }
     // The 48 sums over the warp at once: each butterfly step halves the values a lane carries (it
     // keeps one half, adds its partner's copy of that half), 48 shuffles instead of 48 x 5.
@@ -112,10 +113,7 @@ __global__ void __launch_bounds__(256) mix_partial_kernel(const float* __restric
   }
   for (int r = warp; r < tile_rows; r += 8) {
     float ss = 0.0f;
-    for (int c = lane * 4; c < kMixChunk; c += 128) {
-      const float4 v = *reinterpret_cast<const float4*>(xs + r * kMixChunk + c);
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
+    for (int c = lane * 4; c < kMixChunk; c += 128) ss = sumsq4(ss, *reinterpret_cast<const float4*>(xs + r * kMixChunk + c));
     ss = warp_sum(ss);
     if (lane == 0) partial[((r0 + r) * splits + blockIdx.y) * (n + 1) + n] = ss;
   }
@@ -488,64 +486,63 @@ __global__ void __launch_bounds__(256) hc_post_rows_kernel(const float* __restri
 // Decode: hc_post_kernel's new streams (four columns per thread), and the mix the next hc_pre /
 // hc_head takes of them, as mix_partial's partials: block (t hc + k, c) owns columns [c 512, c 512
 // + 512) of stream k of row t, split k chunks + c of the row's hc d values (d % 4 == 0, aligned).
-// The mix weights do not depend on earlier kernels: with N (= n) known at compile time they are
-// all in registers before pdl_begin(); else read after it, kBatch at a time.
+// The block's new values go to shared memory; then, per output, lane l sums columns 4 l + 128 i (i =
+// 0..3) with mix_dot4 and the warp adds the lanes (warp_sum's tree: halve_over_warp's pairs), as
+// mix_partial_kernel sums a chunk: where d % 512 == 0 the chunks are the same and so are the bits
+// (hc_post_mix_is_mix_partial). The mix weights do not depend on earlier kernels: with N (= n) known
+// at compile time each warp's are in registers before pdl_begin(); else read after it.
 template <int N>
-__global__ void __launch_bounds__(kPostMixThreads) hc_post_mix_kernel(const float* __restrict__ streams, const float* __restrict__ out,
-                                                                      const float* __restrict__ post, const float* __restrict__ comb,
-                                                                      int hc, int64_t d, float* __restrict__ ns,
-                                                                      const float* __restrict__ w, int n_rt, float* __restrict__ partial) {
-  __shared__ float red[kPostMixThreads / 32][kMixMaxOut + 1];
+__global__ void __launch_bounds__(kPostMixThreads)
+    hc_post_mix_kernel(const float* __restrict__ streams, const float* __restrict__ out, const float* __restrict__ post,
+                       const float* __restrict__ comb, int hc, int64_t d, float* __restrict__ ns, const float* __restrict__ w, int n_rt,
+                       float* __restrict__ partial) {
+  constexpr int kWarps = kPostMixThreads / 32, kSteps = kMixChunk / 128;  // a lane's float4s of a chunk
+  static_assert(kPostMixCols == kMixChunk, "a block's columns are one chunk of mix_partial's");
+  __shared__ __align__(16) float vs[kPostMixCols];
   const int n = N > 0 ? N : n_rt;
   const int64_t tk = blockIdx.x, t = tk / hc;
   const int k = static_cast<int>(tk % hc);
-  const int64_t K = hc * d, x0 = static_cast<int64_t>(blockIdx.y) * kPostMixCols + threadIdx.x * 4;
-  const bool live = x0 < d;
-  const float* wc = w + k * d + x0;  // this thread's columns of mix weight row 0
-  constexpr int kHeld = N > 0 ? N : 1;
-  float4 held[kHeld];
+  const int64_t K = hc * d, c0 = static_cast<int64_t>(blockIdx.y) * kPostMixCols, x0 = c0 + threadIdx.x * 4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float* wc = w + k * d + c0;         // this block's columns of mix weight row 0
+  const auto weight4 = [&](int j, int i) {  // row j's float4 at this lane's step i (zero past d)
+    const int c = 4 * lane + 128 * i;
+    return c0 + c < d ? *reinterpret_cast<const float4*>(wc + j * K + c) : make_float4(0, 0, 0, 0);
+  };
+  constexpr int kHeld = N > 0 ? (N + kWarps - 1) / kWarps : 1;  // outputs warp + kWarps m of this warp
+  float4 held[kHeld][kSteps];
   if constexpr (N > 0) {
 #pragma unroll
-    for (int j = 0; j < N; ++j) held[j] = live ? *reinterpret_cast<const float4*>(wc + j * K) : make_float4(0, 0, 0, 0);
+    for (int m = 0; m < kHeld; ++m)
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) held[m][i] = warp + kWarps * m < N ? weight4(warp + kWarps * m, i) : make_float4(0, 0, 0, 0);
   }
   pdl_begin();
   float4 v = make_float4(0, 0, 0, 0);
-  if (live) {
+  if (x0 < d) {
     v = new_stream4(streams + t * K, comb + t * hc * hc, post[tk], out + t * d, hc, k, d, x0);
     *reinterpret_cast<float4*>(ns + tk * d + x0) = v;
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  auto dot = [&](const float4& a) { return a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w; };
+  *reinterpret_cast<float4*>(vs + 4 * threadIdx.x) = v;
+  __syncthreads();
+  const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols, splits = hc * chunks;
+  float* pr = partial + (t * splits + k * chunks + blockIdx.y) * (n + 1);
+  const auto output = [&](int j, const float4* wj) {  // j == n: the sum of squares
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(vs + 4 * lane + 128 * i);
+      a = j == n ? sumsq4(a, x) : mix_dot4(a, wj ? wj[i] : weight4(j, i), x);
+    }
+    a = warp_sum(a);
+    if (lane == 0) pr[j] = a;
+  };
   if constexpr (N > 0) {
 #pragma unroll
-    for (int j = 0; j <= N; ++j) {  // output N: the sum of squares
-      const float sum = warp_sum(dot(j < N ? held[j] : v));
-      if (lane == 0) red[warp][j] = sum;
-    }
+    for (int m = 0; m <= kHeld; ++m)
+      if (warp + kWarps * m <= N) output(warp + kWarps * m, held[m < kHeld ? m : 0]);
   } else {
-    constexpr int kBatch = 8;  // weight loads in flight per thread
-    for (int j0 = 0; j0 <= n; j0 += kBatch) {
-      float dots[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        const int j = j0 + i;
-        float4 wv = make_float4(0, 0, 0, 0);
-        if (j < n && live) wv = *reinterpret_cast<const float4*>(wc + j * K);
-        dots[i] = dot(j == n ? v : wv);
-      }
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        const float sum = warp_sum(dots[i]);
-        if (lane == 0 && j0 + i <= n) red[warp][j0 + i] = sum;
-      }
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x <= n) {
-    float sum = 0.0f;
-    for (int i = 0; i < kPostMixThreads / 32; ++i) sum += red[i][threadIdx.x];
-    const int64_t chunks = (d + kPostMixCols - 1) / kPostMixCols, splits = hc * chunks;
-    partial[(t * splits + k * chunks + blockIdx.y) * (n + 1) + threadIdx.x] = sum;
+    for (int j = warp; j <= n; j += kWarps) output(j, nullptr);
   }
 }
 
@@ -583,8 +580,8 @@ cudaError_t mix_partial(const float* x, int64_t rows, int64_t K, const float* w,
   if (splits > 65535 || tiles > 2147483647) return cudaErrorInvalidValue;
   const bool vec = K % 4 == 0 && aligned16(x) && aligned16(w);
   // (tensor cores: three bf16 terms per value, not the FMA kernel's sums; batch-invariant launches
-  // take them whatever the rows)
-  if ((rows >= kMixMmaMinRows || s.invariant) && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
+  // take the FMA kernel whatever the rows, whose sums hc_post_mix's decode steps repeat)
+  if (rows >= kMixMmaMinRows && !s.invariant && n <= kMixMmaMaxOut && vec) return mix_partial_mma(x, rows, K, w, n, splits, partial, s);
   const size_t smem = sizeof(float) * (kMixTileRows + n) * kMixChunk;
   launch(mix_partial_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), 256, smem, s)(x, rows, K, w, n, splits, vec,
                                                                                                          partial);
@@ -649,6 +646,8 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
 }
 
 int hc_post_mix_splits(int hc, int64_t d) { return static_cast<int>(hc * ((d + kPostMixCols - 1) / kPostMixCols)); }
+
+bool hc_post_mix_is_mix_partial(int64_t d) { return d % kMixChunk == 0; }
 
 cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
                         float* new_streams, const float* w, int n, float* partial, Stream s) {

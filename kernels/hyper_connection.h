@@ -30,6 +30,9 @@ cudaError_t hc_post(const float* streams, const float* out, const float* post, c
 // next site's mix of the new streams with w [n, hc * d] fp32, n <= kMixMaxOut: decode, where a
 // separate mix launch costs more than its work. d % 4 == 0, 16-byte aligned rows.
 int hc_post_mix_splits(int hc, int64_t d);
+// Whether hc_post_mix's partials for streams of d columns are mix_partial's (FMA kernel) bit for bit:
+// the same chunks (d % 512 == 0), summed in the same order.
+bool hc_post_mix_is_mix_partial(int64_t d);
 cudaError_t hc_post_mix(const float* streams, const float* out, const float* post, const float* comb, int64_t rows, int hc, int64_t d,
                         float* new_streams, const float* w, int n, float* partial, Stream s);
 

@@ -21,6 +21,7 @@
 #include "tile_linear.h"
 #include "wgmma.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace deepinfer::kernels {
@@ -72,12 +73,20 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, 
 // sources (or null: row r is x's row r) maps the tiles' rows to x's. A dense product (tiles null,
 // batch-invariant mode): tile blockIdx.y is rows 128 y .. of dense_rows, group blockIdx.z reads x + z k
 // and weight z, writes out + z n (fp32 or bf16); rows of x are ldx apart, of out ldo.
-template <bool kSwiglu, typename Out = __nv_bfloat16, bool kFp4 = false>
+//
+// Dense products in K chunks (tile_linear_wgmma): each output sums K in `chunks` equal chunks, each
+// chunk's slices from zero, the chunks added in order. ldw: the weights' row stride and a group's
+// stride in x (k where K is not chunked). Split blocks (grid.z = groups x ldw / k): block chunk c
+// multiplies K range [c k, c k + k) into its partial, h + c dense_rows ldo (sum_chunks adds them);
+// kChunkSum: one block per tile runs all of K (k = ldw) and adds each chunk of chunk_slices slices
+// to its output in order (the first chunk written, each later one added to what it wrote: the
+// output stays in L2, and the shared memory of two blocks a multiprocessor is kept): the same bits.
+template <bool kSwiglu, typename Out = __nv_bfloat16, bool kFp4 = false, bool kChunkSum = false>
 __global__ void __launch_bounds__(kThreads, 2)
     moe_wgmma_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ sources, const __nv_bfloat16* __restrict__ w,
                      const __nv_bfloat16* __restrict__ w_up, int64_t k, int64_t n, float limit, const int4* __restrict__ tiles,
                      const int32_t* __restrict__ n_tiles, Out* __restrict__ h, int64_t dense_rows, int64_t ldx, int64_t ldo, Fp4Stack q,
-                     Fp4Stack q_up) {
+                     Fp4Stack q_up, int64_t ldw, int chunk_slices) {
   pdl_begin();
 #if defined(DI_WGMMA)
   if (tiles && static_cast<int>(blockIdx.y) >= *n_tiles) return;
@@ -87,17 +96,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* stages = smem_raw + ((1024 - (raw & 1023)) & 1023);  // [kStages][A: 128 rows x 128 B, B: 128 rows x 128 B]
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
 
-  const int4 t = tiles ? tiles[blockIdx.y]  // expert, first row, end row
-                       : make_int4(static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y) * kMoeBigTileRows,
+  const int64_t splits = tiles ? 1 : ldw / k;  // (dense: K chunks run by blocks of their own)
+  const int4 t = tiles ? tiles[blockIdx.y]     // expert, first row, end row
+                       : make_int4(static_cast<int>(blockIdx.z / splits), static_cast<int>(blockIdx.y) * kMoeBigTileRows,
                                    static_cast<int>(dense_rows < (blockIdx.y + 1) * int64_t{kMoeBigTileRows}
                                                         ? dense_rows
                                                         : (blockIdx.y + 1) * int64_t{kMoeBigTileRows}),
                                    0);
   const int64_t e = t.x, row0 = t.y;
   const int rows = t.z - t.y;
+  const int64_t split = blockIdx.z % splits, k0 = split * k;  // this block's K range [k0, k0 + k)
   if (!tiles) {
-    x += e * k;
-    h += e * n;
+    x += e * ldw + k0;
+    h += e * n + split * dense_rows * ldo;
   } else {
     ldx = k;
     ldo = n;
@@ -118,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t row = row0 + (a_live[u] ? r : 0);
     a_src[u] = x + (sources ? sources[row] : row) * ldx + 8 * chunk;
     const int64_t wrow = kSwiglu ? c0 + (r & 63) : c0 + r;
-    if constexpr (!kFp4) b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * k + 8 * chunk;
+    if constexpr (!kFp4) b_src[u] = (kSwiglu && r >= 64 ? w_up : w) + (e * n + wrow) * ldw + k0 + 8 * chunk;
   }
   // kFp4: this thread copies half (16 bytes) of weight row tid / 2's slice, and (tid < 128) row tid's
   // scales; it turns the bytes it copied into bf16.
@@ -172,6 +183,36 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  // acc[4 i + {0, 1, 2, 3}]: rows 64 wg + 16 warp + g (+ 8 for 2, 3), columns 8 i + 2 t4 (+ 1 for 1, 3)
+  // of the block's 128 weight rows.
+  const int r_lo = 64 * wg + 16 * warp + g, r_hi = r_lo + 8;
+  // A dense product's fp32 out: acc written, or (add) added to what the block wrote before (kChunkSum:
+  // the chunks so far; out + acc, fp32 adds being commutative, is total + chunk). The loads first, in
+  // flight together, then the stores.
+  [[maybe_unused]] const auto write_f32 = [&](bool add) {
+    if (add) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int64_t col = c0 + 8 * i + 2 * t4;
+        if (r_lo < rows) {
+          const float2 p = *reinterpret_cast<const float2*>(h + (row0 + r_lo) * ldo + col);
+          acc[4 * i] = p.x + acc[4 * i];
+          acc[4 * i + 1] = p.y + acc[4 * i + 1];
+        }
+        if (r_hi < rows) {
+          const float2 p = *reinterpret_cast<const float2*>(h + (row0 + r_hi) * ldo + col);
+          acc[4 * i + 2] = p.x + acc[4 * i + 2];
+          acc[4 * i + 3] = p.y + acc[4 * i + 3];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = c0 + 8 * i + 2 * t4;
+      if (r_lo < rows) *reinterpret_cast<float2*>(h + (row0 + r_lo) * ldo + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
+      if (r_hi < rows) *reinterpret_cast<float2*>(h + (row0 + r_hi) * ldo + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    }
+  };
   const auto multiply = [&](int64_t kt) {  // acc += slice kt's product, left in flight
     const uint32_t a_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + wg * (kOperandBytes / 2);
     const uint32_t b_addr = base + static_cast<uint32_t>(kt % kStages) * kStageBytes + kOperandBytes;
@@ -216,12 +257,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       multiply(kt);
       wgmma_wait<0>();  // (left in flight across the back edge, ptxas serializes every product)
       fence_operands(acc);
+      if constexpr (kChunkSum) {
+        if ((kt + 1) % chunk_slices == 0) {  // a chunk's end: out (the total so far) += it; the next from zero
+          write_f32(kt + 1 != chunk_slices);
+#pragma unroll
+          for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        }
+      }
     }
   }
-
-  // acc[4 i + {0, 1, 2, 3}]: rows 64 wg + 16 warp + g (+ 8 for 2, 3), columns 8 i + 2 t4 (+ 1 for 1, 3)
-  // of the block's 128 weight rows.
-  const int r_lo = 64 * wg + 16 * warp + g, r_hi = r_lo + 8;
+  if constexpr (kChunkSum) return;  // (every chunk's end wrote out)
   if constexpr (kSwiglu) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {  // gate columns 8 i.., up columns 64 + 8 i..
@@ -237,13 +282,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         *reinterpret_cast<__nv_bfloat162*>(h + (row0 + r_hi) * ldo + col) = v;
       }
     }
-  } else if constexpr (std::is_same_v<Out, float>) {  // a dense product's fp32 out
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int64_t col = c0 + 8 * i + 2 * t4;
-      if (r_lo < rows) *reinterpret_cast<float2*>(h + (row0 + r_lo) * ldo + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
-      if (r_hi < rows) *reinterpret_cast<float2*>(h + (row0 + r_hi) * ldo + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
-    }
+  } else if constexpr (std::is_same_v<Out, float>) {
+    write_f32(false);
   } else {  // y in bf16, into h
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -269,7 +309,7 @@ cudaError_t launch_moe_wgmma(const bf16_t* x, const int32_t* sources, const bf16
   launch(moe_wgmma_kernel<kSwiglu>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), sources, reinterpret_cast<const __nv_bfloat16*>(w),
       reinterpret_cast<const __nv_bfloat16*>(w_up), k, n, limit, tiles, n_tiles, reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n,
-      Fp4Stack{}, Fp4Stack{});
+      Fp4Stack{}, Fp4Stack{}, k, 0);
   return cudaGetLastError();
 }
 
@@ -290,7 +330,7 @@ cudaError_t launch_moe_wgmma_fp4(const bf16_t* x, const int32_t* sources, const 
   launch(moe_wgmma_kernel<kSwiglu, __nv_bfloat16, true>, dim3(static_cast<unsigned>(n / per_block), static_cast<unsigned>(max_tiles)),
          kThreads, kFp4SmemBytes, s)(reinterpret_cast<const __nv_bfloat16*>(x), sources, nullptr, nullptr, k, n, limit, tiles, n_tiles,
                                      reinterpret_cast<__nv_bfloat16*>(h), int64_t{0}, k, n, fp4_stack(w),
-                                     kSwiglu ? fp4_stack(*w_up) : Fp4Stack{});
+                                     kSwiglu ? fp4_stack(*w_up) : Fp4Stack{}, k, 0);
   return cudaGetLastError();
 }
 
@@ -301,6 +341,7 @@ cudaError_t prepare_moe_wgmma(size_t device_max) {
   if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false>>(kSmemBytes, device_max);
   if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<true, __nv_bfloat16, true>>(kFp4SmemBytes, device_max);
   if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false, __nv_bfloat16, true>>(kFp4SmemBytes, device_max);
+  if (e == cudaSuccess) e = allow_smem<moe_wgmma_kernel<false, float, false, true>>(kSmemBytes, device_max);
   return e == cudaSuccess ? allow_smem<moe_wgmma_kernel<false, float>>(kSmemBytes, device_max) : e;
 }
 
@@ -318,19 +359,52 @@ cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const b
   launch(moe_wgmma_kernel<true>, dim3(static_cast<unsigned>(inter / (kCols / 2)), static_cast<unsigned>(tiles)), kThreads, kSmemBytes, s)(
       reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w1),
       reinterpret_cast<const __nv_bfloat16*>(w3), d, inter, limit, nullptr, nullptr, reinterpret_cast<__nv_bfloat16*>(h), rows, d, inter,
-      Fp4Stack{}, Fp4Stack{});
+      Fp4Stack{}, Fp4Stack{}, d, 0);
   return cudaGetLastError();
 }
 
+namespace {
+// K chunks of a dense product on wgmma, by its shape alone: enough that one row tile's column blocks
+// times the chunks fill about 128 multiprocessors (at most 4; a chunk a multiple of 64).
+int wgmma_chunks(int64_t k, int64_t n, int groups) {
+  const int64_t blocks = n / kCols * groups;
+  int c = static_cast<int>(std::clamp<int64_t>(128 / std::max<int64_t>(blocks, 1), 1, 4));
+  while (c > 1 && k % (c * kK) != 0) --c;
+  return c;
+}
+// A single row tile (decode) runs the chunks as blocks of their own; more tiles sum them in one.
+bool wgmma_split(int64_t rows, int chunks) { return chunks > 1 && rows <= kMoeBigTileRows; }
+}  // namespace
+
+int64_t tile_linear_wgmma_scratch(int64_t rows, int64_t k, int64_t n, int groups) {
+  const int chunks = wgmma_chunks(k, n, groups);
+  return wgmma_split(rows, chunks) ? rows * n * groups * chunks : 0;
+}
+
 cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
-                              int64_t ldy, Stream s) {
+                              int64_t ldy, float* part, Stream s) {
   if (rows <= 0 || n <= 0 || groups <= 0) return cudaSuccess;
   const int64_t tiles = (rows + kMoeBigTileRows - 1) / kMoeBigTileRows;
-  if (!tile_linear_wgmma_supported(k, ldx, n, ldy, x, w, y) || tiles > 65535 || groups > 65535) return cudaErrorInvalidValue;
-  launch(moe_wgmma_kernel<false, float>,
-         dim3(static_cast<unsigned>(n / kCols), static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), kThreads, kSmemBytes,
-         s)(reinterpret_cast<const __nv_bfloat16*>(x), nullptr, reinterpret_cast<const __nv_bfloat16*>(w), nullptr, k, n, 0.0f, nullptr,
-            nullptr, y, rows, ldx, ldy, Fp4Stack{}, Fp4Stack{});
+  const int chunks = wgmma_chunks(k, n, groups);
+  const bool split = wgmma_split(rows, chunks);
+  if (!tile_linear_wgmma_supported(k, ldx, n, ldy, x, w, y) || tiles > 65535 || groups * (split ? chunks : 1) > 65535 || (split && !part))
+    return cudaErrorInvalidValue;
+  const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
+  const auto* wb = reinterpret_cast<const __nv_bfloat16*>(w);
+  const dim3 grid(static_cast<unsigned>(n / kCols), static_cast<unsigned>(tiles), static_cast<unsigned>(groups * (split ? chunks : 1)));
+  if (split) {
+    launch(moe_wgmma_kernel<false, float>, grid, kThreads, kSmemBytes, s)(xb, nullptr, wb, nullptr, k / chunks, n, 0.0f, nullptr, nullptr,
+                                                                          part, rows, ldx, n * groups, Fp4Stack{}, Fp4Stack{}, k, 0);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return sum_chunks(part, rows, n * groups, chunks, y, ldy, s);
+  }
+  if (chunks > 1)
+    launch(moe_wgmma_kernel<false, float, false, true>, grid, kThreads, kSmemBytes, s)(xb, nullptr, wb, nullptr, k, n, 0.0f, nullptr,
+                                                                                       nullptr, y, rows, ldx, ldy, Fp4Stack{}, Fp4Stack{},
+                                                                                       k, static_cast<int>(k / chunks / kK));
+  else
+    launch(moe_wgmma_kernel<false, float>, grid, kThreads, kSmemBytes, s)(xb, nullptr, wb, nullptr, k, n, 0.0f, nullptr, nullptr, y, rows,
+                                                                          ldx, ldy, Fp4Stack{}, Fp4Stack{}, k, 0);
   return cudaGetLastError();
 }
 

@@ -175,8 +175,11 @@ cudaError_t tile_linear_f32(const float* x, int64_t rows, int64_t k, int64_t ldx
   launch(f32_chunk_kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(nb), static_cast<unsigned>(groups * chunks)), 256, 0,
          s)(x, rows, k, ldx, w, n, chunks, chunks > 1 ? part : y, chunks > 1 ? n * groups : ldy);
   if (chunks == 1) return cudaGetLastError();
-  const int64_t total = rows * n * groups;
-  launch(f32_chunk_sum_kernel, blocks_for(total, 256), 256, 0, s)(part, rows, n * groups, chunks, y, ldy);
+  return sum_chunks(part, rows, n * groups, chunks, y, ldy, s);
+}
+
+cudaError_t sum_chunks(const float* part, int64_t rows, int64_t cols, int chunks, float* y, int64_t ldy, Stream s) {
+  launch(f32_chunk_sum_kernel, blocks_for(rows * cols, 256), 256, 0, s)(part, rows, cols, chunks, y, ldy);
   return cudaGetLastError();
 }
 

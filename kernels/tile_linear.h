@@ -16,10 +16,15 @@ cudaError_t tile_linear(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, c
 int64_t tile_linear_scratch(int64_t rows, int64_t k, int64_t n, int groups);
 // The same on Hopper's wgmma (the expert kernel over 128-row tiles; sm_90a: wgmma_supported()), where
 // k % 64 == 0, n % 128 == 0 and the operands are 16-byte aligned: its own sums, also independent of
-// the row count. (Its few column blocks suit products with many outputs.)
+// the row count. Where the product has few column blocks, K is summed in up to 4 chunks in order (by
+// the shape alone): one row tile runs them as blocks of their own into part
+// (tile_linear_wgmma_scratch floats; null where that is 0), more tiles sum them in one block.
 bool tile_linear_wgmma_supported(int64_t k, int64_t ldx, int64_t n, int64_t ldy, const bf16_t* x, const bf16_t* w, const float* y);
 cudaError_t tile_linear_wgmma(const bf16_t* x, int64_t rows, int64_t k, int64_t ldx, const bf16_t* w, int64_t n, int groups, float* y,
-                              int64_t ldy, Stream s);
+                              int64_t ldy, float* part, Stream s);
+int64_t tile_linear_wgmma_scratch(int64_t rows, int64_t k, int64_t n, int groups);
+// y[r, c] (rows ldy apart) = part[0][r][c] + part[1][r][c] + ... in chunk order; part [chunks][rows][cols].
+cudaError_t sum_chunks(const float* part, int64_t rows, int64_t cols, int chunks, float* y, int64_t ldy, Stream s);
 // tile_gate_up's product on wgmma (d % 64 == 0, inter % 64 == 0, 16-byte aligned operands).
 cudaError_t tile_gate_up_wgmma(const bf16_t* x, int64_t rows, int64_t d, const bf16_t* w1, const bf16_t* w3, int64_t inter, float limit,
                                bf16_t* h, Stream s);

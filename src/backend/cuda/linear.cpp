@@ -15,8 +15,6 @@
 namespace deepinfer {
 namespace {
 
-// Batch-invariant products with at least this many outputs (all groups) run on wgmma.
-constexpr int64_t kInvariantWgmmaOutputs = 4096;
 // FP8 weights kept as stored with at least this many outputs run on the FP8 tensor cores beyond
 // decode: measured 1.1-4x faster there than dequantizing per call for cuBLAS's bf16 product (V4-Flash's
 // shapes at 64 to 4096 rows, tools/bench/fp8_prefill_bench), no faster or slower below (512 and 1024
@@ -244,11 +242,16 @@ bool CudaDevice::gemm_bf16(const Lane& lane, const kn::bf16_t* xb, int64_t rows,
   if (invariant_) {
     if (!expect(!c_bf16 && wk == k && (batch == 1 || w_stride == n * k), "GEMM: a bf16 output or strided weight in batch-invariant mode"))
       return false;
-    // wgmma for products of many outputs (by the weight's shape alone: either kernel's sums are the
-    // same for any rows), the mma.sync tiles for the rest, whose narrow column blocks spread a
-    // decode step's few rows over more multiprocessors.
-    if (wgmma_ && n * batch >= kInvariantWgmmaOutputs && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, wb + w_off, c))
-      return check(kn::tile_linear_wgmma(xb, rows, k, ldx, wb + w_off, n, batch, c, ldc, lane.stream), "tile product (wgmma)");
+    // wgmma wherever the shape allows (by the weight's shape alone: either kernel's sums are the same
+    // for any rows; its chunks of K spread a decode step's few rows over the multiprocessors), the
+    // mma.sync tiles for the rest. (Products of fewer than 4096 outputs on the mma.sync tiles instead:
+    // 0.06 ms faster a batch-1 decode step on V4-Flash-4L, 3.0 ms slower a 4096-token prefill.)
+    if (wgmma_ && kn::tile_linear_wgmma_supported(k, ldx, n, ldc, xb, wb + w_off, c)) {
+      const int64_t part_floats = kn::tile_linear_wgmma_scratch(rows, k, n, batch);
+      auto* part = part_floats ? static_cast<float*>(temp(static_cast<size_t>(part_floats) * 4)) : nullptr;
+      return (!part_floats || part) &&
+             check(kn::tile_linear_wgmma(xb, rows, k, ldx, wb + w_off, n, batch, c, ldc, part, lane.stream), "tile product (wgmma)");
+    }
     const int64_t part_floats = kn::tile_linear_scratch(rows, k, n, batch);
     auto* part = part_floats ? static_cast<float*>(temp(static_cast<size_t>(part_floats) * 4)) : nullptr;
     return (!part_floats || part) &&

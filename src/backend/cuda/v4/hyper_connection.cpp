@@ -1,7 +1,8 @@
 // Hyper-connections of DeepSeek-V4 on the CUDA backend (kernels/hyper_connection.cu,
 // kernels/hc_mix_mma.cu): the mixes (fp32, a kernel of their own for few outputs; many rows on the
-// tensor cores as three bf16 terms), the collapse with the sublayer's norm, the Sinkhorn, the new
-// streams; at decode the next site's mix computed with the new streams (HcMixAhead).
+// tensor cores as three bf16 terms, except in batch-invariant mode), the collapse with the sublayer's
+// norm, the Sinkhorn, the new streams; at decode the next site's mix computed with the new streams
+// (HcMixAhead).
 #include "backend/cuda/v4/cuda_v4_backend.h"
 #include "hyper_connection.h"
 
@@ -50,9 +51,9 @@ HcMixAhead CudaV4Backend::hc_post(Tensor streams, Tensor out, Tensor post, Tenso
   pending_mix_ = {};
   const float* fn = next_fn ? cw(*next_fn).f32 : nullptr;
   const int splits = kn::hc_post_mix_splits(n, out.cols);
-  // (not in batch-invariant mode: its sums are not mix_partial's)
-  if (fn && !invariant_ && streams.rows <= kDecodeRows && next_fn->cols == streams.cols && next_fn->rows <= kn::kMixMaxOut &&
-      static_cast<size_t>(streams.rows * splits * (next_fn->rows + 1)) <= kPostMixFloats) {
+  // (batch-invariant mode: where its sums are mix_partial's, which larger batches take)
+  if (fn && (!invariant_ || kn::hc_post_mix_is_mix_partial(out.cols)) && streams.rows <= kDecodeRows && next_fn->cols == streams.cols &&
+      next_fn->rows <= kn::kMixMaxOut && static_cast<size_t>(streams.rows * splits * (next_fn->rows + 1)) <= kPostMixFloats) {
     const cudaError_t e = kn::hc_post_mix(streams.data, out.data, post.data, comb.data, streams.rows, n, out.cols, new_streams.data, fn,
                                           static_cast<int>(next_fn->rows), post_mix_, stream_);
     if (e != cudaErrorInvalidValue) {  // (shapes it does not take: the plain kernel below)
