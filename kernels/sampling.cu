@@ -30,8 +30,9 @@ namespace {
 
 constexpr float kFixedScale = 0x1p40f;  // masses: weights in 64-bit fixed point
 // Tokens a block of a row's cluster takes at least: below, the cluster's barriers cost more than
-// the split saves (H200, one row: top_p over 4,096 tokens 39 us a call in one block, 47 in two, 55 in
-// eight; over 129,280 tokens 284 us in one, 81 in eight, 86 in sixteen).
+// the split saves (H200, one row, with the select kernel of 2026-12-03, since changed (see
+// docs/bench/device-sampling-short-lists-h200-2026-12-04.md): top_p over 4,096 tokens 39 us a call in
+// one block, 47 in two, 55 in eight; over 129,280 tokens 284 us in one, 81 in eight, 86 in sixteen).
 constexpr int64_t kMinRowSlice = 12288;
 
 // --- the host's arithmetic (src/sample/row_math.h), operation by operation (no contraction)
